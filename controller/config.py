@@ -1,0 +1,363 @@
+"""The configuration schema: frozen dataclasses loaded strictly from YAML.
+
+Every unit is stated once here, in the field comment. ``inf`` means "no limit".
+``plant:`` is the simulated truth; ``controller:`` is what the controller believes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from .friction import DirectionalParams, FrictionParams, LuGreParams
+from .schema import ConfigError, load_yaml, parse, parse_dataclass, prefixed, register_parser
+
+Protocol = Literal["sim", "cia402", "odrive_can", "odrive_ascii"]
+Compensation = Literal["off", "coulomb", "stribeck", "lugre", "lugre_adaptive", "oracle"]
+
+
+def _check(ok: bool, name: str, message: str) -> None:
+    if not ok:
+        raise ValueError(f"{name}: {message}")
+
+
+def _parse_friction(value: Any, path: str) -> FrictionParams:
+    """A flat LuGre set, or ``{forward: {...}, reverse: {...}}`` for direction-dependent sets."""
+    if isinstance(value, dict) and ("forward" in value or "reverse" in value):
+        for key in value:
+            if key not in ("forward", "reverse"):
+                raise ConfigError(f"{path}.{key}", "unknown key (known: forward, reverse)")
+        for key in ("forward", "reverse"):
+            if key not in value:
+                raise ConfigError(f"{path}.{key}", "required key missing (directional set needs both)")
+        return DirectionalParams(
+            forward=parse_dataclass(LuGreParams, value["forward"], f"{path}.forward"),
+            reverse=parse_dataclass(LuGreParams, value["reverse"], f"{path}.reverse"),
+        )
+    return parse_dataclass(LuGreParams, value, path)
+
+
+register_parser(FrictionParams, _parse_friction)
+
+
+# --- plant (the simulated truth) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CoggingHarmonic:
+    harmonic: int  # [per revolution]
+    amplitude_nm: float  # [N·m]
+    phase_rad: float = 0.0  # [rad]
+
+    def __post_init__(self) -> None:
+        _check(self.harmonic >= 1, "harmonic", f"must be >= 1, got {self.harmonic}")
+        _check(self.amplitude_nm >= 0, "amplitude_nm", f"must be >= 0, got {self.amplitude_nm}")
+
+
+@dataclass(frozen=True)
+class CurrentLoopConfig:
+    bandwidth_hz: float = 1000.0  # first-order lag of the drive's current loop [Hz]
+    limit_a: float = 10.0  # [A]
+
+    def __post_init__(self) -> None:
+        _check(self.bandwidth_hz > 0, "bandwidth_hz", f"must be > 0, got {self.bandwidth_hz}")
+        _check(self.limit_a > 0, "limit_a", f"must be > 0, got {self.limit_a}")
+
+
+@dataclass(frozen=True)
+class CurrentSensorConfig:
+    noise_std_a: float = 0.0  # [A], white Gaussian
+    resolution_a: float = 0.0  # quantization step [A]; 0 = not quantized
+
+    def __post_init__(self) -> None:
+        _check(self.noise_std_a >= 0, "noise_std_a", f"must be >= 0, got {self.noise_std_a}")
+        _check(self.resolution_a >= 0, "resolution_a", f"must be >= 0, got {self.resolution_a}")
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    counts_per_rev: int = 2**24  # [counts/rev]
+
+    def __post_init__(self) -> None:
+        _check(self.counts_per_rev >= 4, "counts_per_rev", f"must be >= 4, got {self.counts_per_rev}")
+
+    @property
+    def rad_per_count(self) -> float:
+        return 2.0 * math.pi / self.counts_per_rev
+
+
+@dataclass(frozen=True)
+class PlantConfig:
+    J: float  # rotor + platter inertia [kg·m²]
+    Kt: float  # torque constant [N·m/A]
+    friction: FrictionParams  # true LuGre friction
+    cogging: tuple[CoggingHarmonic, ...] = ()  # torque ripple over angle
+    load_torque_nm: float = 0.0  # constant load [N·m]
+    unbalance_nm: float = 0.0  # unbalance amplitude m·g·r [N·m], torque = amp·sin(θ + phase)
+    unbalance_phase_rad: float = 0.0  # [rad]
+    current_loop: CurrentLoopConfig = field(default_factory=CurrentLoopConfig)
+    current_sensor: CurrentSensorConfig = field(default_factory=CurrentSensorConfig)
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    # Fc drift over time: breakpoints (t [s], Fc scale [-]), linear between, held after the last.
+    fc_profile: tuple[tuple[float, float], ...] = ()
+    temperature_c: float = 25.0  # reported drive temperature [°C]
+    # Internal step: at most a twentieth of the bristle period 2π·sqrt(J/sigma0), and at least
+    # this many substeps per control period.
+    min_substeps: int = 4
+
+    def __post_init__(self) -> None:
+        _check(self.J > 0, "J", f"must be > 0, got {self.J}")
+        _check(self.Kt > 0, "Kt", f"must be > 0, got {self.Kt}")
+        _check(self.min_substeps >= 1, "min_substeps", f"must be >= 1, got {self.min_substeps}")
+        last_t = -math.inf
+        for i, (t, scale) in enumerate(self.fc_profile):
+            _check(t > last_t, f"fc_profile[{i}]", f"times must increase ({t} after {last_t})")
+            _check(scale > 0, f"fc_profile[{i}]", f"scale must be > 0, got {scale}")
+            last_t = t
+
+
+# --- controller (what it believes) --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PIDGains:
+    kp: float  # [N·m/rad]
+    ki: float  # [N·m/(rad·s)]
+    kd: float  # [N·m·s/rad]
+    derivative_cutoff_hz: float = 300.0  # first-order filter on the derivative [Hz]
+    output_limit_nm: float = math.inf  # total command limit, feedforward included [N·m]
+
+    def __post_init__(self) -> None:
+        for name in ("kp", "ki", "kd"):
+            _check(getattr(self, name) >= 0, name, f"must be >= 0, got {getattr(self, name)}")
+        _check(self.derivative_cutoff_hz > 0, "derivative_cutoff_hz",
+               f"must be > 0, got {self.derivative_cutoff_hz}")
+        _check(self.output_limit_nm > 0, "output_limit_nm", f"must be > 0, got {self.output_limit_nm}")
+
+    @staticmethod
+    def triple_pole(J: float, bandwidth_hz: float, **kw: float) -> "PIDGains":
+        """The documented tuning rule: closed loop J·s³ + kd·s² + kp·s + ki with a triple pole at
+        ω = 2π·bandwidth_hz: kd = 3Jω, kp = 3Jω², ki = Jω³."""
+        w = 2.0 * math.pi * bandwidth_hz
+        return PIDGains(kp=3 * J * w * w, ki=J * w**3, kd=3 * J * w, **kw)
+
+
+@dataclass(frozen=True)
+class VelocityEstimatorConfig:
+    source: Literal["encoder", "drive"] = "encoder"  # encoder difference, or the drive's own
+    cutoff_hz: float = 100.0  # first-order low-pass on the encoder difference [Hz]
+
+    def __post_init__(self) -> None:
+        _check(self.cutoff_hz > 0, "cutoff_hz", f"must be > 0, got {self.cutoff_hz}")
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    J: float  # believed inertia [kg·m²] (inertia feedforward, momentum observer)
+    Kt: float  # believed torque constant [N·m/A]
+    friction: FrictionParams  # believed friction
+    pid: PIDGains
+    compensation: Compensation = "off"
+    inertia_feedforward: bool = True  # add J·a_ref
+    velocity: VelocityEstimatorConfig = field(default_factory=VelocityEstimatorConfig)
+    # regularised sign width for static feedforward from the reference velocity [rad/s]
+    feedforward_v_eps: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check(self.J > 0, "J", f"must be > 0, got {self.J}")
+        _check(self.Kt > 0, "Kt", f"must be > 0, got {self.Kt}")
+        _check(self.feedforward_v_eps >= 0, "feedforward_v_eps",
+               f"must be >= 0, got {self.feedforward_v_eps}")
+
+
+# --- loop, safety, logging, drive ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OverrunPolicy:
+    warn: bool = True
+    max_consecutive: int = 5  # fault after this many overruns in a row
+    max_per_second: int = 50  # fault after this many overruns within one second
+
+    def __post_init__(self) -> None:
+        _check(self.max_consecutive >= 1, "max_consecutive", f"must be >= 1, got {self.max_consecutive}")
+        _check(self.max_per_second >= 1, "max_per_second", f"must be >= 1, got {self.max_per_second}")
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    rate_hz: float = 1000.0  # [Hz]
+    spin_s: float = 0.0002  # busy-wait the last part of each period [s] (sleep before it)
+    rt_priority: Optional[int] = None  # SCHED_FIFO priority 1..99; null = do not request
+    cpu_affinity: Optional[tuple[int, ...]] = None  # CPUs to pin to; null = do not pin
+    lock_memory: bool = True  # mlockall where permitted
+    overrun: OverrunPolicy = field(default_factory=OverrunPolicy)
+
+    def __post_init__(self) -> None:
+        _check(0 < self.rate_hz <= 20000, "rate_hz", f"must be in (0, 20000], got {self.rate_hz}")
+        _check(self.spin_s >= 0, "spin_s", f"must be >= 0, got {self.spin_s}")
+        if self.rt_priority is not None:
+            _check(1 <= self.rt_priority <= 99, "rt_priority", f"must be 1..99, got {self.rt_priority}")
+
+    @property
+    def dt_s(self) -> float:
+        return 1.0 / self.rate_hz
+
+
+@dataclass(frozen=True)
+class SafetyConfig:
+    torque_limit_nm: float = 5.0  # [N·m], command clamp and fault above it when measured
+    velocity_limit_rad_s: float = 2.0  # [rad/s]
+    following_error_floor_rad: float = 0.005  # [rad]
+    following_error_per_speed_s: float = 0.1  # limit = floor + this·|v_ref| [rad per rad/s]
+    standstill_window_rad: float = 0.002  # reference at rest: |pos − ref| must stay within [rad]
+    standstill_after_s: float = 0.5  # reference at rest this long before the window applies [s]
+    stale_ticks: int = 5  # no new feedback sample for this many ticks => fault
+    stop_ramp_s: float = 0.05  # safe stop: torque ramped to zero over this time [s]
+    max_temperature_c: float = math.inf  # [°C]
+
+    def __post_init__(self) -> None:
+        for name in ("torque_limit_nm", "velocity_limit_rad_s", "following_error_floor_rad",
+                     "standstill_window_rad"):
+            _check(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
+        _check(self.following_error_per_speed_s >= 0, "following_error_per_speed_s",
+               f"must be >= 0, got {self.following_error_per_speed_s}")
+        _check(self.standstill_after_s >= 0, "standstill_after_s", f"must be >= 0, got {self.standstill_after_s}")
+        _check(self.stale_ticks >= 1, "stale_ticks", f"must be >= 1, got {self.stale_ticks}")
+        _check(self.stop_ramp_s >= 0, "stop_ramp_s", f"must be >= 0, got {self.stop_ramp_s}")
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    chunk_s: float = 0.1  # the writer flushes this much at a time [s]
+    buffer_s: float = 2.0  # ring of ticks between loop and writer [s]; full => fault
+
+    def __post_init__(self) -> None:
+        _check(self.chunk_s > 0, "chunk_s", f"must be > 0, got {self.chunk_s}")
+        _check(self.buffer_s >= 2 * self.chunk_s, "buffer_s", f"must be >= 2·chunk_s, got {self.buffer_s}")
+
+
+@dataclass(frozen=True)
+class DriveConfig:
+    protocol: Protocol = "sim"
+    interface: str = "virtual"  # python-can interface (socketcan, pcan, virtual, ...)
+    channel: str = "vcan0"  # python-can channel
+    bitrate: int = 1000000  # [bit/s]
+    node_id: int = 1
+    port: str = ""  # serial port (odrive_ascii)
+    baudrate: int = 115200  # [baud]
+    axis: int = 0  # ODrive axis number (ASCII)
+    timeout_s: float = 0.002  # per-exchange receive timeout [s]
+    heartbeat_timeout_s: float = 0.5  # [s]
+    watchdog_timeout_s: float = 0.005  # drive-side watchdog [s]
+
+    def __post_init__(self) -> None:
+        _check(0 <= self.node_id <= 127, "node_id", f"must be 0..127, got {self.node_id}")
+        _check(self.timeout_s > 0, "timeout_s", f"must be > 0, got {self.timeout_s}")
+
+
+# --- scenarios ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReferenceConfig:
+    kind: Literal["constant_velocity", "sine", "steps", "scan", "hold"]
+    velocity_rad_s: float = 0.0  # constant_velocity; scan cruise speed [rad/s]
+    amplitude_rad: float = 0.0  # sine amplitude [rad]
+    frequency_hz: float = 0.0  # sine frequency [Hz]
+    step_rad: float = 0.0  # steps: size of each step [rad]
+    step_counts: int = 0  # steps: size in encoder counts (used when step_rad is 0)
+    dwell_s: float = 0.5  # steps/scan: rest between moves [s]
+    distance_rad: float = 0.0  # scan: travel each way [rad]
+    max_velocity_rad_s: float = 0.05  # steps profile limit [rad/s]
+    max_accel_rad_s2: float = 1.0  # steps/scan profile limit [rad/s²]
+    max_jerk_rad_s3: float = math.inf  # steps: inf = trapezoidal, finite = jerk-limited [rad/s³]
+    start_s: float = 0.0  # the reference holds still before this [s]
+
+    def __post_init__(self) -> None:
+        for name in ("max_velocity_rad_s", "max_accel_rad_s2", "max_jerk_rad_s3"):
+            _check(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
+        _check(self.dwell_s >= 0, "dwell_s", f"must be >= 0, got {self.dwell_s}")
+        _check(self.start_s >= 0, "start_s", f"must be >= 0, got {self.start_s}")
+        if self.kind == "sine":
+            _check(self.frequency_hz > 0, "frequency_hz", f"must be > 0 for a sine, got {self.frequency_hz}")
+        if self.kind == "scan":
+            _check(self.distance_rad > 0, "distance_rad", f"must be > 0 for a scan, got {self.distance_rad}")
+            _check(self.velocity_rad_s > 0, "velocity_rad_s", f"must be > 0 for a scan, got {self.velocity_rad_s}")
+
+
+@dataclass(frozen=True)
+class PlantChange:
+    """A step change to the simulated plant at time ``at_s`` (the schedule scenario)."""
+
+    at_s: float  # [s]
+    payload_J: float = 0.0  # inertia added [kg·m²]
+    temperature_c: Optional[float] = None  # new drive temperature [°C]
+    fc_scale: float = 1.0  # multiplies the plant's Fc (and Fs) [-]
+
+
+@dataclass(frozen=True)
+class ScenarioConfig:
+    reference: ReferenceConfig
+    duration_s: float = 10.0  # [s]
+    fc_profile: Optional[tuple[tuple[float, float], ...]] = None  # overrides plant.fc_profile
+    changes: tuple[PlantChange, ...] = ()
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        _check(self.duration_s > 0, "duration_s", f"must be > 0, got {self.duration_s}")
+
+
+# --- the whole file -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Config:
+    plant: PlantConfig
+    controller: ControllerConfig
+    loop: LoopConfig = field(default_factory=LoopConfig)
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    drive: DriveConfig = field(default_factory=DriveConfig)
+    scenarios: dict[str, ScenarioConfig] = field(default_factory=dict)
+    description: str = ""
+
+    def scenario(self, name: str) -> ScenarioConfig:
+        if name not in self.scenarios:
+            known = ", ".join(sorted(self.scenarios)) or "none"
+            raise ConfigError(f"scenarios.{name}", f"no such scenario (known: {known})")
+        return self.scenarios[name]
+
+
+def config_from_mapping(data: Any) -> Config:
+    return parse(Config, data, "")
+
+
+def load_config(path: str | Path) -> Config:
+    """Load and validate a config file. Raises ConfigError (one line, with the key path)."""
+    data = load_yaml(path)
+    if data is None:
+        raise ConfigError("", f"{path}: empty config")
+    return config_from_mapping(data)
+
+
+def resolve_config_path(name_or_path: str | Path) -> Path:
+    """A path to an existing file, or the name of a shipped config (``turntable``)."""
+    p = Path(name_or_path)
+    if p.exists():
+        return p
+    import configs
+
+    shipped = configs.path(str(name_or_path))
+    if shipped.exists():
+        return shipped
+    raise ConfigError("", f"{name_or_path}: no such file, and no shipped config of that name "
+                          f"(shipped: {', '.join(configs.names())})")
+
+
+__all__ = [
+    "Config", "ConfigError", "ControllerConfig", "PlantConfig", "PIDGains", "load_config",
+    "config_from_mapping", "resolve_config_path", "prefixed",
+]

@@ -1,0 +1,217 @@
+"""Friction models: LuGre (dynamic) and the static Coulomb(+viscous) and Stribeck curves.
+
+Units (rotary SI): velocity v [rad/s], bristle deflection z [rad], force/torque [N·m],
+Fc, Fs [N·m], vs [rad/s], sigma0 [N·m/rad], sigma1, sigma2 [N·m·s/rad], delta [-].
+
+LuGre (Canudas de Wit, Olsson, Åström, Lischinsky 1995):
+
+    dz/dt = v − sigma0·|v|·z / g(v)
+    g(v)  = Fc + (Fs − Fc)·exp(−|v/vs|^delta)
+    F     = sigma0·z + sigma1·dz/dt + sigma2·v
+
+Every function that takes a parameter set also accepts a :class:`DirectionalParams` pair; the set
+is chosen by the sign of the velocity (forward for v > 0, reverse for v < 0).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Union
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class LuGreParams:
+    """One LuGre parameter set (units in the module docstring). Validated on construction."""
+
+    Fc: float
+    Fs: float
+    vs: float
+    sigma0: float
+    sigma1: float
+    sigma2: float
+    delta: float = 2.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{f.name}: must be a number, got {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"{f.name}: must be finite, got {value!r}")
+            object.__setattr__(self, f.name, float(value))
+        _require(self.Fc > 0, "Fc", f"must be > 0, got {self.Fc!r}")
+        _require(self.Fs >= self.Fc, "Fs", f"must be >= Fc ({self.Fs!r} < {self.Fc!r})")
+        _require(self.vs > 0, "vs", f"must be > 0, got {self.vs!r}")
+        _require(self.sigma0 > 0, "sigma0", f"must be > 0, got {self.sigma0!r}")
+        _require(self.sigma1 >= 0, "sigma1", f"must be >= 0, got {self.sigma1!r}")
+        _require(self.sigma2 >= 0, "sigma2", f"must be >= 0, got {self.sigma2!r}")
+        _require(self.delta > 0, "delta", f"must be > 0, got {self.delta!r}")
+
+    @property
+    def passivity_margin(self) -> float:
+        """sigma2 − sigma1·(Fs − Fc)/Fc [N·m·s/rad]; >= 0 makes the model dissipative
+        (Åström & Canudas de Wit 2008). Negative is a warning-level fact, not an error."""
+        return self.sigma2 - self.sigma1 * (self.Fs - self.Fc) / self.Fc
+
+    @property
+    def z_max(self) -> float:
+        """Largest steady bristle deflection Fs/sigma0 [rad]: |z| stays within it."""
+        return self.Fs / self.sigma0
+
+    def scaled(self, **factors: float) -> "LuGreParams":
+        """A copy with named fields multiplied by factors (``scaled(Fc=1.2)``)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name, factor in factors.items():
+            if name not in values:
+                raise ValueError(f"{name}: not a LuGre parameter")
+            values[name] *= factor
+        if "Fc" in factors and "Fs" not in factors:
+            values["Fs"] = max(values["Fs"], values["Fc"])
+        return LuGreParams(**values)
+
+    def as_dict(self) -> dict[str, float]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class DirectionalParams:
+    """A pair of LuGre sets, one per direction of motion (preload or assembly asymmetry)."""
+
+    forward: LuGreParams
+    reverse: LuGreParams
+
+    def for_velocity(self, v: float, z: float = 0.0) -> LuGreParams:
+        """The set for velocity v; at v == 0 the sign of the bristle deflection z decides."""
+        if v > 0.0 or (v == 0.0 and z >= 0.0):
+            return self.forward
+        return self.reverse
+
+    @property
+    def passivity_margin(self) -> float:
+        return min(self.forward.passivity_margin, self.reverse.passivity_margin)
+
+    @property
+    def z_max(self) -> float:
+        return max(self.forward.z_max, self.reverse.z_max)
+
+
+FrictionParams = Union[LuGreParams, DirectionalParams]
+
+
+def _require(ok: bool, name: str, message: str) -> None:
+    if not ok:
+        raise ValueError(f"{name}: {message}")
+
+
+def passivity_warning(params: FrictionParams) -> str | None:
+    """A one-line warning when a passivity margin is negative, else None."""
+    if isinstance(params, DirectionalParams):
+        sets = (("forward ", params.forward), ("reverse ", params.reverse))
+    else:
+        sets = (("", params),)
+    for label, p in sets:
+        margin = p.passivity_margin
+        if margin < 0:
+            return (
+                f"{label}passivity margin sigma2 - sigma1*(Fs-Fc)/Fc = {margin:.4g} N·m·s/rad < 0: "
+                "the model is not dissipative for all motions (Astrom & Canudas de Wit 2008)"
+            )
+    return None
+
+
+# --- steady-state (static) curves -------------------------------------------------------------
+
+
+def g(params: LuGreParams, v: float) -> float:
+    """Stribeck level g(v) = Fc + (Fs − Fc)·exp(−|v/vs|^delta) [N·m], scalar v."""
+    return params.Fc + (params.Fs - params.Fc) * math.exp(-(abs(v / params.vs) ** params.delta))
+
+
+def _sign(v, v_eps: float):
+    if v_eps > 0.0:
+        return np.tanh(np.asarray(v, dtype=float) / v_eps)
+    return np.sign(v)
+
+
+def _static(params: FrictionParams, v, v_eps: float, with_stribeck: bool):
+    v_arr = np.asarray(v, dtype=float)
+    if isinstance(params, DirectionalParams):
+        fwd = _static(params.forward, v_arr, v_eps, with_stribeck)
+        rev = _static(params.reverse, v_arr, v_eps, with_stribeck)
+        out = np.where(v_arr >= 0.0, fwd, rev)
+        return float(out) if out.ndim == 0 else out
+    p = params
+    level = p.Fc
+    if with_stribeck:
+        level = p.Fc + (p.Fs - p.Fc) * np.exp(-(np.abs(v_arr / p.vs) ** p.delta))
+    out = level * _sign(v_arr, v_eps) + p.sigma2 * v_arr
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def stribeck(params: FrictionParams, v, *, v_eps: float = 0.0):
+    """Steady-state friction g(v)·sgn(v) + sigma2·v [N·m]; 0 at v = 0. Vectorised over arrays.
+
+    ``v_eps`` > 0 replaces sgn by tanh(v/v_eps) (a regularised sign for feedforward)."""
+    return _static(params, v, v_eps, True)
+
+
+def coulomb(params: FrictionParams, v, *, v_eps: float = 0.0):
+    """Coulomb plus viscous friction Fc·sgn(v) + sigma2·v [N·m]; 0 at v = 0. Vectorised."""
+    return _static(params, v, v_eps, False)
+
+
+def stribeck_scalar(params: LuGreParams, v: float) -> float:
+    """Scalar fast path of :func:`stribeck` (no numpy), for the per-tick feedforward."""
+    if v == 0.0:
+        return 0.0
+    return math.copysign(g(params, v), v) + params.sigma2 * v
+
+
+def coulomb_scalar(params: LuGreParams, v: float) -> float:
+    """Scalar fast path of :func:`coulomb`."""
+    if v == 0.0:
+        return 0.0
+    return math.copysign(params.Fc, v) + params.sigma2 * v
+
+
+# --- LuGre dynamic model ----------------------------------------------------------------------
+
+
+def lugre_step(params: FrictionParams, z: float, v: float, dt_s: float) -> tuple[float, float]:
+    """Advance the bristle state one step with v held constant; return (z_next, force).
+
+    Discretisation (exact for held v): with a = sigma0·|v|/g(v) [1/s] and z_ss = v/a =
+    g(v)·sgn(v)/sigma0, the ODE dz/dt = v − a·z is linear over the step, so
+
+        z⁺ = z·exp(−a·dt) + v·dt·φ(a·dt),    φ(x) = (1 − exp(−x))/x  (φ(0) = 1),
+
+    evaluated with expm1 so that a·dt → 0 gives z⁺ = z + v·dt without cancellation and a·dt → ∞
+    gives z⁺ = z_ss without overflow. z⁺ is a convex combination of z and z_ss, hence finite and
+    within [−Fs/sigma0, Fs/sigma0] whenever z starts there, for every dt_s > 0 and sigma0.
+
+    The force is taken at the end of the step: F = sigma0·z⁺ + sigma1·ż⁺ + sigma2·v with the exact
+    end-of-step derivative ż⁺ = v − a·z⁺.
+    """
+    p = params.for_velocity(v, z) if isinstance(params, DirectionalParams) else params
+    if v == 0.0:
+        return z, p.sigma0 * z
+    r = v / p.vs
+    a = p.sigma0 * abs(v) / (p.Fc + (p.Fs - p.Fc) * math.exp(-(r * r if p.delta == 2.0 else abs(r) ** p.delta)))
+    x = a * dt_s
+    decay = math.exp(-x)
+    z_next = z * decay + (v * dt_s * (-math.expm1(-x) / x) if x > 0.0 else v * dt_s)
+    zdot = v - a * z_next
+    return z_next, p.sigma0 * z_next + p.sigma1 * zdot + p.sigma2 * v
+
+
+def lugre_euler_step(params: LuGreParams, z: float, v: float, dt_s: float) -> tuple[float, float]:
+    """Naive explicit Euler step of the same ODE. For benchmarks and tests only: it oscillates
+    and diverges once a·dt > 2 (stiff bristles, coarse steps)."""
+    gv = g(params, v)
+    zdot = v - params.sigma0 * abs(v) * z / gv
+    z_next = z + zdot * dt_s
+    zdot_next = v - params.sigma0 * abs(v) * z_next / gv
+    return z_next, params.sigma0 * z_next + params.sigma1 * zdot_next + params.sigma2 * v
