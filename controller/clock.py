@@ -1,0 +1,50 @@
+"""Clocks for the loop: simulated (lockstep) and real (monotonic, sleep-then-spin).
+
+Ticks are scheduled at absolute times t0 + k·dt; a late tick is measured, never re-anchored.
+"""
+
+from __future__ import annotations
+
+import time
+
+from drivers.backend import Clock
+
+
+class SimClock(Clock):
+    """Simulated time: ``sleep_until`` jumps straight to the deadline (lockstep)."""
+
+    def __init__(self, t0_s: float = 0.0) -> None:
+        self._t = t0_s
+
+    def now(self) -> float:
+        return self._t
+
+    def sleep_until(self, t_s: float) -> None:
+        if t_s > self._t:
+            self._t = t_s
+
+    def advance(self, dt_s: float) -> None:
+        self._t += dt_s
+
+    @property
+    def simulated(self) -> bool:
+        return True
+
+
+class RealClock(Clock):
+    """Monotonic clock. ``sleep_until`` sleeps until ``spin_s`` before the deadline, then spins
+    (the OS sleep overshoots by tens of µs to ms; the spin absorbs it)."""
+
+    def __init__(self, spin_s: float = 0.0002) -> None:
+        self.spin_s = spin_s
+        self._origin = time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic() - self._origin
+
+    def sleep_until(self, t_s: float) -> None:
+        remaining = t_s - self.now()
+        if remaining > self.spin_s:
+            time.sleep(remaining - self.spin_s)
+        while self.now() < t_s:
+            pass

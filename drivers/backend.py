@@ -1,0 +1,180 @@
+"""The backend interface shared by real drives and the simulated turntable.
+
+Lifecycle (each step paired with its inverse): ``open()``/``close()``, ``enable()``/``disable()``.
+Per control tick: ``read()`` one :class:`Feedback` sample, then ``write(torque_nm)``.
+``write`` is refused unless enabled. ``safe_stop()`` never raises. SI units at this interface;
+drivers convert protocol units at their edge.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import logging
+import math
+from dataclasses import dataclass
+
+from .errors import BackendError, NotEnabledError
+
+log = logging.getLogger(__name__)
+
+NAN = float("nan")
+
+
+class DriveState(enum.IntEnum):
+    """Backend-neutral drive state (protocol state machines map onto it)."""
+
+    CLOSED = 0  # not opened
+    DISABLED = 1  # open, power stage off
+    ENABLING = 2  # transition in progress
+    ENABLED = 3  # accepting torque commands
+    FAULT = 4  # drive-side fault latched
+
+
+@dataclass(frozen=True, slots=True)
+class Feedback:
+    """One feedback sample. NaN marks a quantity the drive does not report."""
+
+    t_s: float  # time of the sample on the loop's clock [s]
+    position_rad: float  # [rad]
+    velocity_rad_s: float  # drive's own estimate, NaN if not reported [rad/s]
+    current_a: float  # measured motor current (q axis) [A]
+    torque_nm: float  # drive's torque estimate, NaN if not available [N·m]
+    state: DriveState
+    fault_code: int = 0  # protocol fault/error code, 0 = none
+    fault_text: str = ""  # decoded fault text
+    temperature_c: float = NAN  # [°C]
+    sequence: int = 0  # increments with each new sample from the drive; unchanged = stale
+    age_s: float = 0.0  # time since the drive produced this sample [s]
+
+
+class Clock(abc.ABC):
+    """The loop's time source: monotonic seconds, and waiting for an absolute deadline."""
+
+    @abc.abstractmethod
+    def now(self) -> float: ...
+
+    @abc.abstractmethod
+    def sleep_until(self, t_s: float) -> None: ...
+
+    @property
+    def simulated(self) -> bool:
+        return False
+
+
+class Backend(abc.ABC):
+    """Abstract drive. Subclasses implement the ``_``-prefixed hooks; the public methods enforce
+    the lifecycle (template method) so every backend behaves alike."""
+
+    name = "abstract"
+
+    def __init__(self) -> None:
+        self._opened = False
+        self._enabled = False
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def open(self) -> None:
+        if not self._opened:
+            self._open()
+            self._opened = True
+
+    def close(self) -> None:
+        """Disable (if enabled) and release the link. Safe to call twice."""
+        if not self._opened:
+            return
+        self.safe_stop()
+        try:
+            self._close()
+        finally:
+            self._opened = False
+
+    def enable(self, timeout_s: float = 1.0) -> None:
+        """Bring the drive to the state that accepts torque; return only once it does."""
+        if not self._opened:
+            raise BackendError(f"{self.name}: enable() before open()")
+        if not self._enabled:
+            self._enable(timeout_s)
+            self._enabled = True
+
+    def disable(self) -> None:
+        if self._enabled:
+            self._enabled = False  # refuse further writes even if the hook fails
+            self._disable()
+
+    @property
+    def is_open(self) -> bool:
+        return self._opened
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
+
+    # --- per tick ----------------------------------------------------------------------------
+    def read(self) -> Feedback:
+        if not self._opened:
+            raise BackendError(f"{self.name}: read() before open()")
+        return self._read()
+
+    def write(self, torque_nm: float) -> None:
+        if not self._enabled:
+            raise NotEnabledError(f"{self.name}: write({torque_nm!r}) refused: not enabled")
+        if not math.isfinite(torque_nm):
+            raise BackendError(f"{self.name}: write({torque_nm!r}) refused: not finite")
+        self._write(torque_nm)
+
+    def reset_fault(self) -> None:
+        """Clear a latched drive fault. Only on an explicit operator/caller request."""
+        if self._opened:
+            self._reset_fault()
+
+    def safe_stop(self) -> None:
+        """Zero torque, then disable. Never raises: errors are logged."""
+        if self._enabled:
+            try:
+                self._write(0.0)
+            except Exception as err:  # noqa: BLE001 - a safe stop must not raise
+                log.error("%s: safe_stop: zero torque failed: %s", self.name, err)
+        try:
+            self._enabled = False
+            self._disable()
+        except Exception as err:  # noqa: BLE001
+            log.error("%s: safe_stop: disable failed: %s", self.name, err)
+
+    # --- context manager ---------------------------------------------------------------------
+    def __enter__(self) -> "Backend":
+        self.open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- hooks -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def _open(self) -> None: ...
+
+    @abc.abstractmethod
+    def _close(self) -> None: ...
+
+    @abc.abstractmethod
+    def _enable(self, timeout_s: float) -> None: ...
+
+    @abc.abstractmethod
+    def _disable(self) -> None: ...
+
+    @abc.abstractmethod
+    def _read(self) -> Feedback: ...
+
+    @abc.abstractmethod
+    def _write(self, torque_nm: float) -> None: ...
+
+    def _reset_fault(self) -> None:
+        """Protocol-specific fault reset; default: nothing to do."""
+
+    # --- optional facts ----------------------------------------------------------------------
+    def true_friction_nm(self) -> float:
+        """The plant's true friction torque (simulation only); NaN on real drives."""
+        return NAN
+
+    def max_rate_hz(self) -> float:
+        """The highest loop rate the link can hold [Hz]; inf when not link-limited."""
+        return math.inf
