@@ -12,15 +12,11 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 from .friction import DirectionalParams, FrictionParams, LuGreParams
-from .schema import ConfigError, load_yaml, parse, parse_dataclass, prefixed, register_parser
+from .gains import PIDGains
+from .schema import ConfigError, load_yaml, parse, parse_dataclass, prefixed, register_parser, require
 
 Protocol = Literal["sim", "cia402", "odrive_can", "odrive_ascii"]
 Compensation = Literal["off", "coulomb", "stribeck", "lugre", "lugre_adaptive", "oracle"]
-
-
-def _check(ok: bool, name: str, message: str) -> None:
-    if not ok:
-        raise ValueError(f"{name}: {message}")
 
 
 def _parse_friction(value: Any, path: str) -> FrictionParams:
@@ -52,8 +48,8 @@ class CoggingHarmonic:
     phase_rad: float = 0.0  # [rad]
 
     def __post_init__(self) -> None:
-        _check(self.harmonic >= 1, "harmonic", f"must be >= 1, got {self.harmonic}")
-        _check(self.amplitude_nm >= 0, "amplitude_nm", f"must be >= 0, got {self.amplitude_nm}")
+        require(self.harmonic >= 1, "harmonic", f"must be >= 1, got {self.harmonic}")
+        require(self.amplitude_nm >= 0, "amplitude_nm", f"must be >= 0, got {self.amplitude_nm}")
 
 
 @dataclass(frozen=True)
@@ -62,8 +58,8 @@ class CurrentLoopConfig:
     limit_a: float = 10.0  # [A]
 
     def __post_init__(self) -> None:
-        _check(self.bandwidth_hz > 0, "bandwidth_hz", f"must be > 0, got {self.bandwidth_hz}")
-        _check(self.limit_a > 0, "limit_a", f"must be > 0, got {self.limit_a}")
+        require(self.bandwidth_hz > 0, "bandwidth_hz", f"must be > 0, got {self.bandwidth_hz}")
+        require(self.limit_a > 0, "limit_a", f"must be > 0, got {self.limit_a}")
 
 
 @dataclass(frozen=True)
@@ -72,8 +68,8 @@ class CurrentSensorConfig:
     resolution_a: float = 0.0  # quantization step [A]; 0 = not quantized
 
     def __post_init__(self) -> None:
-        _check(self.noise_std_a >= 0, "noise_std_a", f"must be >= 0, got {self.noise_std_a}")
-        _check(self.resolution_a >= 0, "resolution_a", f"must be >= 0, got {self.resolution_a}")
+        require(self.noise_std_a >= 0, "noise_std_a", f"must be >= 0, got {self.noise_std_a}")
+        require(self.resolution_a >= 0, "resolution_a", f"must be >= 0, got {self.resolution_a}")
 
 
 @dataclass(frozen=True)
@@ -81,7 +77,7 @@ class EncoderConfig:
     counts_per_rev: int = 2**24  # [counts/rev]
 
     def __post_init__(self) -> None:
-        _check(self.counts_per_rev >= 4, "counts_per_rev", f"must be >= 4, got {self.counts_per_rev}")
+        require(self.counts_per_rev >= 4, "counts_per_rev", f"must be >= 4, got {self.counts_per_rev}")
 
     @property
     def rad_per_count(self) -> float:
@@ -108,40 +104,17 @@ class PlantConfig:
     min_substeps: int = 4
 
     def __post_init__(self) -> None:
-        _check(self.J > 0, "J", f"must be > 0, got {self.J}")
-        _check(self.Kt > 0, "Kt", f"must be > 0, got {self.Kt}")
-        _check(self.min_substeps >= 1, "min_substeps", f"must be >= 1, got {self.min_substeps}")
+        require(self.J > 0, "J", f"must be > 0, got {self.J}")
+        require(self.Kt > 0, "Kt", f"must be > 0, got {self.Kt}")
+        require(self.min_substeps >= 1, "min_substeps", f"must be >= 1, got {self.min_substeps}")
         last_t = -math.inf
         for i, (t, scale) in enumerate(self.fc_profile):
-            _check(t > last_t, f"fc_profile[{i}]", f"times must increase ({t} after {last_t})")
-            _check(scale > 0, f"fc_profile[{i}]", f"scale must be > 0, got {scale}")
+            require(t > last_t, f"fc_profile[{i}]", f"times must increase ({t} after {last_t})")
+            require(scale > 0, f"fc_profile[{i}]", f"scale must be > 0, got {scale}")
             last_t = t
 
 
 # --- controller (what it believes) --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PIDGains:
-    kp: float  # [N·m/rad]
-    ki: float  # [N·m/(rad·s)]
-    kd: float  # [N·m·s/rad]
-    derivative_cutoff_hz: float = 300.0  # first-order filter on the derivative [Hz]
-    output_limit_nm: float = math.inf  # total command limit, feedforward included [N·m]
-
-    def __post_init__(self) -> None:
-        for name in ("kp", "ki", "kd"):
-            _check(getattr(self, name) >= 0, name, f"must be >= 0, got {getattr(self, name)}")
-        _check(self.derivative_cutoff_hz > 0, "derivative_cutoff_hz",
-               f"must be > 0, got {self.derivative_cutoff_hz}")
-        _check(self.output_limit_nm > 0, "output_limit_nm", f"must be > 0, got {self.output_limit_nm}")
-
-    @staticmethod
-    def triple_pole(J: float, bandwidth_hz: float, **kw: float) -> "PIDGains":
-        """The documented tuning rule: closed loop J·s³ + kd·s² + kp·s + ki with a triple pole at
-        ω = 2π·bandwidth_hz: kd = 3Jω, kp = 3Jω², ki = Jω³."""
-        w = 2.0 * math.pi * bandwidth_hz
-        return PIDGains(kp=3 * J * w * w, ki=J * w**3, kd=3 * J * w, **kw)
 
 
 @dataclass(frozen=True)
@@ -150,7 +123,7 @@ class VelocityEstimatorConfig:
     cutoff_hz: float = 100.0  # first-order low-pass on the encoder difference [Hz]
 
     def __post_init__(self) -> None:
-        _check(self.cutoff_hz > 0, "cutoff_hz", f"must be > 0, got {self.cutoff_hz}")
+        require(self.cutoff_hz > 0, "cutoff_hz", f"must be > 0, got {self.cutoff_hz}")
 
 
 @dataclass(frozen=True)
@@ -166,9 +139,9 @@ class ControllerConfig:
     feedforward_v_eps: float = 0.0
 
     def __post_init__(self) -> None:
-        _check(self.J > 0, "J", f"must be > 0, got {self.J}")
-        _check(self.Kt > 0, "Kt", f"must be > 0, got {self.Kt}")
-        _check(self.feedforward_v_eps >= 0, "feedforward_v_eps",
+        require(self.J > 0, "J", f"must be > 0, got {self.J}")
+        require(self.Kt > 0, "Kt", f"must be > 0, got {self.Kt}")
+        require(self.feedforward_v_eps >= 0, "feedforward_v_eps",
                f"must be >= 0, got {self.feedforward_v_eps}")
 
 
@@ -182,8 +155,8 @@ class OverrunPolicy:
     max_per_second: int = 50  # fault after this many overruns within one second
 
     def __post_init__(self) -> None:
-        _check(self.max_consecutive >= 1, "max_consecutive", f"must be >= 1, got {self.max_consecutive}")
-        _check(self.max_per_second >= 1, "max_per_second", f"must be >= 1, got {self.max_per_second}")
+        require(self.max_consecutive >= 1, "max_consecutive", f"must be >= 1, got {self.max_consecutive}")
+        require(self.max_per_second >= 1, "max_per_second", f"must be >= 1, got {self.max_per_second}")
 
 
 @dataclass(frozen=True)
@@ -196,10 +169,10 @@ class LoopConfig:
     overrun: OverrunPolicy = field(default_factory=OverrunPolicy)
 
     def __post_init__(self) -> None:
-        _check(0 < self.rate_hz <= 20000, "rate_hz", f"must be in (0, 20000], got {self.rate_hz}")
-        _check(self.spin_s >= 0, "spin_s", f"must be >= 0, got {self.spin_s}")
+        require(0 < self.rate_hz <= 20000, "rate_hz", f"must be in (0, 20000], got {self.rate_hz}")
+        require(self.spin_s >= 0, "spin_s", f"must be >= 0, got {self.spin_s}")
         if self.rt_priority is not None:
-            _check(1 <= self.rt_priority <= 99, "rt_priority", f"must be 1..99, got {self.rt_priority}")
+            require(1 <= self.rt_priority <= 99, "rt_priority", f"must be 1..99, got {self.rt_priority}")
 
     @property
     def dt_s(self) -> float:
@@ -221,12 +194,12 @@ class SafetyConfig:
     def __post_init__(self) -> None:
         for name in ("torque_limit_nm", "velocity_limit_rad_s", "following_error_floor_rad",
                      "standstill_window_rad"):
-            _check(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
-        _check(self.following_error_per_speed_s >= 0, "following_error_per_speed_s",
+            require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
+        require(self.following_error_per_speed_s >= 0, "following_error_per_speed_s",
                f"must be >= 0, got {self.following_error_per_speed_s}")
-        _check(self.standstill_after_s >= 0, "standstill_after_s", f"must be >= 0, got {self.standstill_after_s}")
-        _check(self.stale_ticks >= 1, "stale_ticks", f"must be >= 1, got {self.stale_ticks}")
-        _check(self.stop_ramp_s >= 0, "stop_ramp_s", f"must be >= 0, got {self.stop_ramp_s}")
+        require(self.standstill_after_s >= 0, "standstill_after_s", f"must be >= 0, got {self.standstill_after_s}")
+        require(self.stale_ticks >= 1, "stale_ticks", f"must be >= 1, got {self.stale_ticks}")
+        require(self.stop_ramp_s >= 0, "stop_ramp_s", f"must be >= 0, got {self.stop_ramp_s}")
 
 
 @dataclass(frozen=True)
@@ -235,8 +208,8 @@ class LoggingConfig:
     buffer_s: float = 2.0  # ring of ticks between loop and writer [s]; full => fault
 
     def __post_init__(self) -> None:
-        _check(self.chunk_s > 0, "chunk_s", f"must be > 0, got {self.chunk_s}")
-        _check(self.buffer_s >= 2 * self.chunk_s, "buffer_s", f"must be >= 2·chunk_s, got {self.buffer_s}")
+        require(self.chunk_s > 0, "chunk_s", f"must be > 0, got {self.chunk_s}")
+        require(self.buffer_s >= 2 * self.chunk_s, "buffer_s", f"must be >= 2·chunk_s, got {self.buffer_s}")
 
 
 @dataclass(frozen=True)
@@ -254,8 +227,8 @@ class DriveConfig:
     watchdog_timeout_s: float = 0.005  # drive-side watchdog [s]
 
     def __post_init__(self) -> None:
-        _check(0 <= self.node_id <= 127, "node_id", f"must be 0..127, got {self.node_id}")
-        _check(self.timeout_s > 0, "timeout_s", f"must be > 0, got {self.timeout_s}")
+        require(0 <= self.node_id <= 127, "node_id", f"must be 0..127, got {self.node_id}")
+        require(self.timeout_s > 0, "timeout_s", f"must be > 0, got {self.timeout_s}")
 
 
 # --- scenarios ----------------------------------------------------------------------------------
@@ -278,14 +251,14 @@ class ReferenceConfig:
 
     def __post_init__(self) -> None:
         for name in ("max_velocity_rad_s", "max_accel_rad_s2", "max_jerk_rad_s3"):
-            _check(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
-        _check(self.dwell_s >= 0, "dwell_s", f"must be >= 0, got {self.dwell_s}")
-        _check(self.start_s >= 0, "start_s", f"must be >= 0, got {self.start_s}")
+            require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
+        require(self.dwell_s >= 0, "dwell_s", f"must be >= 0, got {self.dwell_s}")
+        require(self.start_s >= 0, "start_s", f"must be >= 0, got {self.start_s}")
         if self.kind == "sine":
-            _check(self.frequency_hz > 0, "frequency_hz", f"must be > 0 for a sine, got {self.frequency_hz}")
+            require(self.frequency_hz > 0, "frequency_hz", f"must be > 0 for a sine, got {self.frequency_hz}")
         if self.kind == "scan":
-            _check(self.distance_rad > 0, "distance_rad", f"must be > 0 for a scan, got {self.distance_rad}")
-            _check(self.velocity_rad_s > 0, "velocity_rad_s", f"must be > 0 for a scan, got {self.velocity_rad_s}")
+            require(self.distance_rad > 0, "distance_rad", f"must be > 0 for a scan, got {self.distance_rad}")
+            require(self.velocity_rad_s > 0, "velocity_rad_s", f"must be > 0 for a scan, got {self.velocity_rad_s}")
 
 
 @dataclass(frozen=True)
@@ -307,7 +280,7 @@ class ScenarioConfig:
     description: str = ""
 
     def __post_init__(self) -> None:
-        _check(self.duration_s > 0, "duration_s", f"must be > 0, got {self.duration_s}")
+        require(self.duration_s > 0, "duration_s", f"must be > 0, got {self.duration_s}")
 
 
 # --- the whole file -----------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from typing import Union
 
 import numpy as np
 
+from .schema import require
+
 
 @dataclass(frozen=True, slots=True)
 class LuGreParams:
@@ -42,13 +44,13 @@ class LuGreParams:
             if not math.isfinite(value):
                 raise ValueError(f"{f.name}: must be finite, got {value!r}")
             object.__setattr__(self, f.name, float(value))
-        _require(self.Fc > 0, "Fc", f"must be > 0, got {self.Fc!r}")
-        _require(self.Fs >= self.Fc, "Fs", f"must be >= Fc ({self.Fs!r} < {self.Fc!r})")
-        _require(self.vs > 0, "vs", f"must be > 0, got {self.vs!r}")
-        _require(self.sigma0 > 0, "sigma0", f"must be > 0, got {self.sigma0!r}")
-        _require(self.sigma1 >= 0, "sigma1", f"must be >= 0, got {self.sigma1!r}")
-        _require(self.sigma2 >= 0, "sigma2", f"must be >= 0, got {self.sigma2!r}")
-        _require(self.delta > 0, "delta", f"must be > 0, got {self.delta!r}")
+        require(self.Fc > 0, "Fc", f"must be > 0, got {self.Fc!r}")
+        require(self.Fs >= self.Fc, "Fs", f"must be >= Fc ({self.Fs!r} < {self.Fc!r})")
+        require(self.vs > 0, "vs", f"must be > 0, got {self.vs!r}")
+        require(self.sigma0 > 0, "sigma0", f"must be > 0, got {self.sigma0!r}")
+        require(self.sigma1 >= 0, "sigma1", f"must be >= 0, got {self.sigma1!r}")
+        require(self.sigma2 >= 0, "sigma2", f"must be >= 0, got {self.sigma2!r}")
+        require(self.delta > 0, "delta", f"must be > 0, got {self.delta!r}")
 
     @property
     def passivity_margin(self) -> float:
@@ -99,11 +101,6 @@ class DirectionalParams:
 
 
 FrictionParams = Union[LuGreParams, DirectionalParams]
-
-
-def _require(ok: bool, name: str, message: str) -> None:
-    if not ok:
-        raise ValueError(f"{name}: {message}")
 
 
 def passivity_warning(params: FrictionParams) -> str | None:
@@ -161,20 +158,6 @@ def stribeck(params: FrictionParams, v, *, v_eps: float = 0.0):
 def coulomb(params: FrictionParams, v, *, v_eps: float = 0.0):
     """Coulomb plus viscous friction Fc·sgn(v) + sigma2·v [N·m]; 0 at v = 0. Vectorised."""
     return _static(params, v, v_eps, False)
-
-
-def stribeck_scalar(params: LuGreParams, v: float) -> float:
-    """Scalar fast path of :func:`stribeck` (no numpy), for the per-tick feedforward."""
-    if v == 0.0:
-        return 0.0
-    return math.copysign(g(params, v), v) + params.sigma2 * v
-
-
-def coulomb_scalar(params: LuGreParams, v: float) -> float:
-    """Scalar fast path of :func:`coulomb`."""
-    if v == 0.0:
-        return 0.0
-    return math.copysign(params.Fc, v) + params.sigma2 * v
 
 
 # --- LuGre dynamic model ----------------------------------------------------------------------

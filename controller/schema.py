@@ -31,6 +31,13 @@ class ConfigError(ValueError):
 _PARSERS: dict[Any, Callable[[Any, str], Any]] = {}
 
 
+def require(ok: bool, name: str, message: str) -> None:
+    """Validator helper for ``__post_init__``: raise ``ValueError("name: message")`` unless ok;
+    the loader turns it into a ConfigError at the field's key path."""
+    if not ok:
+        raise ValueError(f"{name}: {message}")
+
+
 def register_parser(tp: Any, fn: Callable[[Any, str], Any]) -> None:
     _PARSERS[tp] = fn
 
