@@ -42,8 +42,142 @@ def cmd_curves(args: argparse.Namespace) -> int:
     return 0
 
 
+class Progress:
+    """A one-line progress bar on stderr for sim runs longer than a few seconds."""
+
+    def __init__(self, label: str, enabled: bool = True) -> None:
+        self.label = label
+        self.enabled = enabled and sys.stderr.isatty()
+
+    def __call__(self, t_s: float, total_s: float) -> None:
+        if not self.enabled or total_s <= 3.0:
+            return
+        frac = min(1.0, t_s / total_s)
+        bar = "#" * int(30 * frac)
+        print(f"\r{self.label} [{bar:<30}] {t_s:6.1f}/{total_s:.1f} s", end="", file=sys.stderr)
+        if frac >= 1.0 - 1e-9:
+            print(file=sys.stderr)
+
+    def done(self) -> None:
+        if self.enabled:
+            print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
+
+
+def _load(args: argparse.Namespace):
+    from .config import load_config, resolve_config_path
+
+    return load_config(resolve_config_path(args.config))
+
+
+def sim_run(cfg, scenario_name: str, out: Path, *, compensation: str | None, duration_s: float | None,
+            seed: int, plot: bool = True, show_progress: bool = True) -> dict:
+    """One lockstep simulation run of a scenario (shared by sim, demo and the benchmarks)."""
+    from hil.sim_backend import SimBackend
+
+    from .clock import SimClock
+    from .reference import make_reference
+    from .runner import Session, run_session
+
+    scenario = cfg.scenario(scenario_name)
+    duration = duration_s if duration_s is not None else scenario.duration_s
+    if duration <= 0:
+        raise UsageError(f"--duration: must be > 0, got {duration}")
+    clock = SimClock()
+    backend = SimBackend(cfg, clock, seed=seed, scenario=scenario)
+    reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
+    session = Session(backend=backend, clock=clock, reference=reference, duration_s=duration,
+                      scenario=scenario_name, seed=seed, compensation=compensation)
+    progress = Progress(f"sim {scenario_name}", show_progress)
+    summary = run_session(cfg, session, out, plot=plot, progress=progress)
+    progress.done()
+    return summary
+
+
+def _exit_code(summary: dict) -> int:
+    return 1 if summary.get("faults") else 0
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    from .runner import print_summary
+
+    cfg = _load(args)
+    summary = sim_run(cfg, args.scenario, Path(args.out), compensation=args.compensation,
+                      duration_s=args.duration, seed=args.seed, plot=not args.no_plot)
+    print_summary(summary, f"sim {args.scenario} · compensation {summary['compensation']}")
+    return _exit_code(summary)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from drivers.registry import backend_class
+
+    from .clock import RealClock
+    from .reference import make_reference
+    from .rt import realtime_setup
+    from .runner import Session, print_summary, run_session
+    from .status import StatusLine
+
+    cfg = _load(args)
+    scenario = cfg.scenario(args.scenario)
+    duration = args.duration if args.duration is not None else scenario.duration_s
+    for message in realtime_setup(cfg.loop):
+        print(f"frictionctl: {message}", file=sys.stderr)
+    clock = RealClock(cfg.loop.spin_s)
+    cls = backend_class(cfg.drive.protocol)
+    if cfg.drive.protocol == "sim":
+        backend = cls(cfg, clock, seed=args.seed, scenario=scenario)
+    else:
+        backend = cls.from_config(cfg, clock)
+    reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
+    session = Session(backend=backend, clock=clock, reference=reference, duration_s=duration,
+                      scenario=args.scenario, seed=args.seed, compensation=args.compensation)
+    summary = run_session(cfg, session, Path(args.out), on_loop=StatusLine.start_for)
+    print_summary(summary, f"run {args.scenario} on {cfg.drive.protocol}")
+    return _exit_code(summary)
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from .report import plot_run
+
+    log = Path(args.log)
+    out = Path(args.out) if args.out else log.with_suffix(".png")
+    plot_run(log, out)
+    print(out)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .runlog import export_csv, read_log
+
+    run = read_log(args.log)
+    if run.problem:
+        print(f"frictionctl: warning: {run.problem}", file=sys.stderr)
+    export_csv(run, args.csv)
+    print(f"{args.csv}: {run.data.shape[0]} rows, {len(run.columns)} columns")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    return cmd_curves(args)
+    from hil.curves import friction_curves
+
+    from .runner import print_summary
+
+    cfg = _load(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = {}
+    for scenario in ("creep", "reversal"):
+        for mode in ("off", "stribeck"):
+            summary = sim_run(cfg, scenario, out / f"{scenario}-{mode}", compensation=mode,
+                              duration_s=None, seed=args.seed)
+            rows[f"{scenario}/{mode}"] = summary
+    curves = friction_curves(cfg.plant, out / "friction.png", seed=args.seed)
+    print(f"{'run':<18} {'rms error [µrad]':>17} {'max error [µrad]':>17} {'vel ripple':>11} {'faults':>7}")
+    for name, s in rows.items():
+        print(f"{name:<18} {s['rms_error_rad'] * 1e6:17.3f} {s['max_error_rad'] * 1e6:17.3f} "
+              f"{s['velocity_ripple']:11.3g} {len(s['faults']):7d}")
+    print(f"plant pre-sliding slope {curves['presliding_slope_nm_per_rad']:.4g} N·m/rad; "
+          f"plots: {out}/*/report.png, {out}/friction.png")
+    return 1 if any(s["faults"] for s in rows.values()) else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,15 +189,41 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(fn=fn)
         return p
 
+    def common(p: argparse.ArgumentParser, out_default: str) -> None:
+        p.add_argument("--config", default=DEFAULT_CONFIG,
+                       help="config file, or the name of a shipped config (default: turntable)")
+        p.add_argument("--out", default=out_default, help=f"output directory (default: {out_default})")
+        p.add_argument("--seed", type=int, default=1, help="random seed of the simulated plant")
+
+    modes = ("off", "coulomb", "stribeck", "lugre", "lugre_adaptive", "oracle")
+
     p = add("demo", cmd_demo, "the headline run on the built-in simulated turntable")
-    p.add_argument("--config", default=DEFAULT_CONFIG, help="config file or shipped name")
-    p.add_argument("--out", default="demo-out", help="output directory")
-    p.add_argument("--seed", type=int, default=1)
+    common(p, "demo-out")
+
+    p = add("sim", cmd_sim, "one lockstep simulation run of a scenario")
+    common(p, "sim-out")
+    p.add_argument("--scenario", default="creep", help="scenario name from the config")
+    p.add_argument("--compensation", choices=modes, default=None,
+                   help="override controller.compensation")
+    p.add_argument("--duration", type=float, default=None, help="seconds (default: the scenario's)")
+    p.add_argument("--no-plot", action="store_true", help="skip report.png")
+
+    p = add("run", cmd_run, "drive a real (or paced simulated) axis on the real clock")
+    common(p, "run-out")
+    p.add_argument("--scenario", default="creep")
+    p.add_argument("--compensation", choices=modes, default=None)
+    p.add_argument("--duration", type=float, default=None)
+
+    p = add("plot", cmd_plot, "plot a run log")
+    p.add_argument("log", help="run log (run.fctl)")
+    p.add_argument("--out", default=None, help="PNG path (default: next to the log)")
+
+    p = add("export", cmd_export, "export a run log to CSV")
+    p.add_argument("log", help="run log (run.fctl)")
+    p.add_argument("--csv", required=True, help="CSV path")
 
     p = add("curves", cmd_curves, "open-loop friction curves of the simulated plant")
-    p.add_argument("--config", default=DEFAULT_CONFIG, help="config file or shipped name")
-    p.add_argument("--out", default="curves-out", help="output directory")
-    p.add_argument("--seed", type=int, default=1)
+    common(p, "curves-out")
     return parser
 
 

@@ -263,12 +263,21 @@ class ReferenceConfig:
 
 @dataclass(frozen=True)
 class PlantChange:
-    """A step change to the simulated plant at time ``at_s`` (the schedule scenario)."""
+    """A step change at time ``at_s`` (the schedule scenario): the plant changes, and the
+    operator-declared scheduling variables (payload) change with it."""
 
     at_s: float  # [s]
-    payload_J: float = 0.0  # inertia added [kg·m²]
+    payload_kg: Optional[float] = None  # new payload mass [kg]
+    payload_radius_m: float = 0.1  # radius of gyration of the payload [m]: ΔJ = m·r²
     temperature_c: Optional[float] = None  # new drive temperature [°C]
-    fc_scale: float = 1.0  # multiplies the plant's Fc (and Fs) [-]
+    fc_scale: Optional[float] = None  # new factor on the plant's Fc and Fs [-]
+
+    def __post_init__(self) -> None:
+        require(self.at_s >= 0, "at_s", f"must be >= 0, got {self.at_s}")
+        if self.payload_kg is not None:
+            require(self.payload_kg >= 0, "payload_kg", f"must be >= 0, got {self.payload_kg}")
+        if self.fc_scale is not None:
+            require(self.fc_scale > 0, "fc_scale", f"must be > 0, got {self.fc_scale}")
 
 
 @dataclass(frozen=True)

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from controller.config import PlantConfig
 from controller.friction import DirectionalParams, FrictionParams, LuGreParams, lugre_step
 
 
-@dataclass(frozen=True, slots=True)
-class PlantMeasurement:
+class PlantMeasurement(NamedTuple):
     """What the drive's sensors report after a control period (quantized, noisy)."""
 
     position_rad: float  # encoder, quantized to counts

@@ -1,0 +1,287 @@
+"""The fixed-rate control loop: the same code runs the simulation, a HIL bench and a machine.
+
+Tick k is scheduled at the absolute time t0 + k·dt on the injected clock (lockstep: the
+simulated clock jumps there; real: sleep, then spin). Per tick:
+
+    read → velocity estimate → reference → friction feedforward → PID → safety → write → log
+
+Lateness (start − deadline) is measured on every tick; a tick that ends after the next deadline
+is an overrun, and the overrun policy of the safety layer applies. Any fault latches and starts
+the safe stop: the torque is ramped from its last value to zero over ``safety.stop_ramp_s``
+while the loop keeps ticking and logging, then the drive is disabled; if the ramp cannot be
+sent, the drive is disabled at once. A stop request (SIGINT/SIGTERM) and the normal end of the
+run take the same path. ``backend.safe_stop()`` runs in ``finally`` whatever happens.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from drivers.backend import Backend, Clock, DriveState
+from drivers.errors import FrictionctlError
+
+from .compensation import Compensator, TickSignals, make_compensator
+from .config import Config
+from .pid import PID, inertia_feedforward
+from .reference import Reference
+from .safety import FaultKind, SafetyMonitor
+from .velocity import VelocityEstimator
+
+log = logging.getLogger(__name__)
+
+# (name, unit) of every logged column, in row order.
+LOG_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("t_s", "s"), ("pos_rad", "rad"), ("vel_rad_s", "rad/s"), ("pos_ref_rad", "rad"),
+    ("vel_ref_rad_s", "rad/s"), ("acc_ref_rad_s2", "rad/s^2"), ("current_a", "A"),
+    ("torque_cmd_nm", "N·m"), ("torque_pid_nm", "N·m"), ("torque_ff_nm", "N·m"),
+    ("friction_hat_nm", "N·m"), ("z_hat", "rad"), ("fc_hat_nm", "N·m"), ("residual_nm", "N·m"),
+    ("friction_true_nm", "N·m"), ("p_nm", "N·m"), ("i_nm", "N·m"), ("d_nm", "N·m"),
+    ("late_us", "us"), ("compute_us", "us"), ("overrun", "-"), ("fault", "FaultKind"),
+    ("drive_state", "DriveState"), ("sequence", "-"), ("temperature_c", "degC"),
+    ("saturated", "-"), ("reidentify", "-"), ("drive_vel_rad_s", "rad/s"),
+)
+COLUMN_NAMES = tuple(name for name, _ in LOG_COLUMNS)
+
+
+class LogSink:
+    """What the loop needs of a log writer (``controller.runlog.RunLogWriter`` is one)."""
+
+    def append(self, row: tuple) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+@dataclass
+class LoopStatus:
+    """Live figures for a status line, written by the loop, read by another thread."""
+
+    tick: int = 0
+    t_s: float = 0.0
+    late_us: float = 0.0
+    error_rad: float = 0.0
+    torque_nm: float = 0.0
+    overruns: int = 0
+    fault: str = ""
+
+
+@dataclass
+class RunResult:
+    ticks: int
+    duration_s: float
+    rate_hz: float
+    wall_s: float
+    stop_reason: str  # "completed", "stop requested: …" or "fault: …"
+    faults: list[str] = field(default_factory=list)
+    overruns: int = 0
+    warnings: list[str] = field(default_factory=list)
+    reidentify: bool = False
+    fc_hat_final_nm: float = math.nan
+
+
+class ControlLoop:
+    """One run of the loop against a backend. Construct, then :meth:`run` once."""
+
+    def __init__(self, cfg: Config, backend: Backend, clock: Clock, reference: Reference,
+                 duration_s: float, *, compensator: Compensator | None = None,
+                 log_sink: LogSink | None = None,
+                 progress: Callable[[float, float], None] | None = None) -> None:
+        self.cfg = cfg
+        self.backend = backend
+        self.clock = clock
+        self.reference = reference
+        self.duration_s = duration_s
+        self.dt_s = cfg.loop.dt_s
+        self.compensator = compensator or make_compensator(cfg.controller)
+        self.log_sink = log_sink
+        self.progress = progress
+        self.pid = PID(cfg.controller.pid)
+        self.velocity = VelocityEstimator(cfg.controller.velocity.source,
+                                          cfg.controller.velocity.cutoff_hz)
+        self.safety = SafetyMonitor(cfg.safety, cfg.loop.overrun, self.dt_s, cfg.controller.Kt)
+        self.status = LoopStatus()
+        self._stop_request = ""
+
+    def request_stop(self, reason: str) -> None:
+        """Ask the loop to stop (signal handlers call this): the safe-stop path, no fault."""
+        self._stop_request = reason or "stop requested"
+
+    # --- the run -------------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        backend = self.backend
+        wall0 = time.perf_counter()
+        gc_was_enabled = gc.isenabled()
+        gc.collect()
+        gc.freeze()  # nothing allocated so far is scanned again during the run
+        gc.disable()
+        ticks = 0
+        stop_reason = "completed"
+        try:
+            backend.open()
+            backend.enable()
+            ticks, stop_reason = self._ticks()
+        except FrictionctlError as err:
+            self.safety.trip(FaultKind.COMMUNICATION, f"{type(err).__name__}: {err}")
+            stop_reason = f"fault: {self.safety.message}"
+        finally:
+            backend.safe_stop()
+            if gc_was_enabled:
+                gc.enable()
+            gc.unfreeze()
+        faults = []
+        if self.safety.faulted and self.safety.fault is not FaultKind.STOP_REQUESTED:
+            faults.append(f"{self.safety.fault.name}: {self.safety.message}")
+        comp = self.compensator
+        return RunResult(
+            ticks=ticks, duration_s=ticks * self.dt_s, rate_hz=self.cfg.loop.rate_hz,
+            wall_s=time.perf_counter() - wall0, stop_reason=stop_reason, faults=faults,
+            overruns=self.safety.overruns, warnings=list(self.safety.warnings),
+            reidentify=bool(comp.reidentify), fc_hat_final_nm=comp.fc_hat_nm,
+        )
+
+    def _ticks(self) -> tuple[int, str]:
+        """The tick loop. Returns (ticks run, stop reason)."""
+        cfg = self.cfg
+        backend, clock, safety, pid, comp = self.backend, self.clock, self.safety, self.pid, self.compensator
+        velocity, reference, sink, status = self.velocity, self.reference, self.log_sink, self.status
+        dt = self.dt_s
+        n_run = int(round(self.duration_s / dt))
+        ramp_ticks = max(1, int(round(cfg.safety.stop_ramp_s / dt)))
+        J_ff = cfg.controller.J if cfg.controller.inertia_feedforward else 0.0
+        temperature_default = cfg.plant.temperature_c
+        real = not clock.simulated
+        perf = time.perf_counter
+        sig = TickSignals()
+        NAN = math.nan
+
+        fb = backend.read()
+        velocity.reset(fb.position_rad)
+        pid.enable(fb.position_rad, 0.0)
+        comp.reset()
+        pos0 = fb.position_rad  # the reference is relative to where the axis starts
+        t0 = clock.now() + dt
+        progress_every = max(1, int(round(1.0 / dt)))
+        u_last = 0.0
+        stopping_at = -1  # tick at which the safe stop began
+        stop_reason = "completed"
+        k = 0
+        while True:
+            deadline = t0 + k * dt
+            clock.sleep_until(deadline)
+            start = clock.now()
+            c0 = perf()
+            late_us = (start - deadline) * 1e6 if real else 0.0
+            t_ref = k * dt
+            if stopping_at < 0:
+                if k >= n_run:
+                    stopping_at = k
+                elif self._stop_request:
+                    safety.trip(FaultKind.STOP_REQUESTED, self._stop_request, t_ref)
+                    stop_reason = f"stop requested: {self._stop_request}"
+                    stopping_at = k
+            # read
+            try:
+                fb = backend.read()
+            except FrictionctlError as err:
+                safety.trip(FaultKind.COMMUNICATION, f"read: {err}", t_ref)
+                fb = None
+            if fb is not None:
+                pos = fb.position_rad - pos0
+                vel = velocity.step(pos, fb.velocity_rad_s, dt)
+            else:
+                pos = vel = NAN
+            pos_ref, vel_ref, acc_ref = reference.sample(t_ref)
+            if stopping_at < 0 and not safety.faulted and fb is not None:
+                # estimate and control
+                sig.t_s = t_ref
+                sig.pos_rad = pos
+                sig.vel_rad_s = vel
+                sig.pos_ref_rad = pos_ref
+                sig.vel_ref_rad_s = vel_ref
+                sig.acc_ref_rad_s2 = acc_ref
+                sig.current_a = fb.current_a
+                sig.torque_cmd_prev_nm = u_last
+                sig.saturated = pid.saturated
+                sig.temperature_c = fb.temperature_c if fb.temperature_c == fb.temperature_c else temperature_default
+                sig.payload_kg = getattr(backend, "payload_kg", 0.0)
+                sig.true_friction_nm = backend.true_friction_nm()
+                try:
+                    ff_friction = comp.step(sig, dt)
+                except (ArithmeticError, ValueError) as err:
+                    safety.trip(FaultKind.ESTIMATOR, f"compensator: {err}", t_ref)
+                    ff_friction = NAN
+                gains = comp.pid_gains
+                if gains is not None and gains is not pid.gains:
+                    pid.gains = gains
+                ff = ff_friction + inertia_feedforward(J_ff, acc_ref)
+                u = pid.step(pos_ref, vel_ref, pos, ff, dt)
+                fault = safety.check(t_ref, fb, pos, vel, pos_ref, vel_ref, u)
+                if fault is FaultKind.NONE:
+                    u = safety.clamp(u)
+                else:
+                    stopping_at = k
+                    stop_reason = f"fault: {fault.name}: {safety.message}"
+            elif safety.faulted and stopping_at < 0:
+                stopping_at = k
+                stop_reason = f"fault: {safety.fault.name}: {safety.message}"
+            if stopping_at >= 0:
+                # safe stop: ramp from the last command to zero, then disable
+                j = k - stopping_at + 1
+                u = u_last * max(0.0, 1.0 - j / ramp_ticks) if math.isfinite(u_last) else 0.0
+                ff = 0.0
+            # write
+            if backend.enabled:
+                try:
+                    backend.write(u)
+                except FrictionctlError as err:
+                    safety.trip(FaultKind.COMMUNICATION, f"write: {err}", t_ref)
+                    backend.safe_stop()
+            u_last = u
+            # log
+            end = clock.now()
+            overrun = real and end > deadline + dt
+            if real:
+                safety.record_overrun(t_ref, overrun)
+            if sink is not None:
+                try:
+                    sink.append(self._row(t_ref, pos, vel, pos_ref, vel_ref, acc_ref, fb, u, ff,
+                                          late_us, (perf() - c0) * 1e6, overrun))
+                except FrictionctlError as err:
+                    safety.trip(FaultKind.LOG_OVERFLOW, f"log: {err}", t_ref)
+                    if stopping_at < 0:
+                        stopping_at = k
+                        stop_reason = f"fault: LOG_OVERFLOW: {err}"
+            status.tick = k
+            status.t_s = t_ref
+            status.late_us = late_us
+            status.error_rad = pos_ref - pos
+            status.torque_nm = u
+            status.overruns = safety.overruns
+            if safety.faulted:
+                status.fault = safety.fault.name
+            if self.progress is not None and k % progress_every == 0:
+                self.progress(t_ref, self.duration_s)
+            k += 1
+            if stopping_at >= 0 and (k - stopping_at >= ramp_ticks or not backend.enabled):
+                if backend.enabled:
+                    backend.disable()
+                return k, stop_reason
+
+    def _row(self, t, pos, vel, pos_ref, vel_ref, acc_ref, fb, u, ff, late_us, compute_us, overrun):
+        pid, comp = self.pid, self.compensator
+        if fb is None:
+            current = drive_vel = temp = seq = math.nan
+            state = float(DriveState.FAULT)
+        else:
+            current, drive_vel, temp, seq = fb.current_a, fb.velocity_rad_s, fb.temperature_c, fb.sequence
+            state = float(fb.state)
+        return (
+            t, pos, vel, pos_ref, vel_ref, acc_ref, current, u, u - ff, ff,
+            comp.friction_hat_nm, comp.z_hat, comp.fc_hat_nm, comp.residual_nm,
+            self.backend.true_friction_nm(), pid.p_nm, pid.i_nm, pid.d_nm, late_us, compute_us,
+            1.0 if overrun else 0.0, float(self.safety.fault), state, seq, temp,
+            1.0 if pid.saturated else 0.0, 1.0 if comp.reidentify else 0.0, drive_vel,
+        )

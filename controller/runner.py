@@ -1,0 +1,193 @@
+"""One run end to end: log file, loop, signals, summary.json and report.png in an out dir.
+
+Shared by ``frictionctl sim``, ``run``, ``hil`` and the benchmarks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from drivers.backend import Backend, Clock
+
+from . import __version__
+from .compensation import Compensator, make_compensator
+from .config import Config
+from .loop import COLUMN_NAMES, LOG_COLUMNS, ControlLoop, RunResult
+from .metrics import lateness_metrics, tracking_metrics
+from .reference import Reference
+from .runlog import RunLogWriter, read_log
+from .safety import FaultKind
+from .schema import to_plain
+
+LOG_NAME = "run.fctl"
+
+
+@dataclass
+class Session:
+    """What a run needs besides the config: where it runs and what it follows."""
+
+    backend: Backend
+    clock: Clock
+    reference: Reference
+    duration_s: float
+    scenario: str = ""
+    seed: int | None = None
+    compensation: str | None = None
+    extra_header: dict[str, Any] | None = None
+
+
+def versions() -> dict[str, str]:
+    import numpy
+    import scipy
+
+    return {"frictionctl": __version__, "python": platform.python_version(),
+            "numpy": numpy.__version__, "scipy": scipy.__version__, "platform": platform.platform()}
+
+
+def _header(cfg: Config, s: Session, compensator: Compensator) -> dict[str, Any]:
+    return {
+        "kind": "frictionctl run log",
+        "config": to_plain(cfg),
+        "parameters": {"controller_friction": to_plain(cfg.controller.friction),
+                       "pid": to_plain(cfg.controller.pid)},
+        "compensation": compensator.mode,
+        "backend": s.backend.name,
+        "scenario": s.scenario,
+        "seed": s.seed,
+        "duration_s": s.duration_s,
+        "rate_hz": cfg.loop.rate_hz,
+        "versions": versions(),
+        "fault_kinds": {k.value: k.name for k in FaultKind},
+        "constant_speed_window": s.reference.constant_speed_window,
+        "reversals": s.reference.reversals(s.duration_s),
+        **(s.extra_header or {}),
+    }
+
+
+class _SignalStop:
+    """SIGINT/SIGTERM → loop.request_stop (same safe-stop path as a fault), restored after."""
+
+    def __init__(self, loop: ControlLoop) -> None:
+        self.loop = loop
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "_SignalStop":
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self.previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.loop.request_stop(signal.Signals(signum).name)
+
+    def __exit__(self, *exc: Any) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+
+def summarize(log_path: Path, result: RunResult | None = None) -> dict[str, Any]:
+    """summary.json figures from a log (and the loop's result when at hand)."""
+    run = read_log(log_path)
+    h = run.header
+    t = run["t_s"]
+    duration = float(h.get("duration_s", t[-1] if t.size else 0.0))
+    active = (t < duration) & (run["fault"] == 0)
+    window = h.get("constant_speed_window")
+    tm = tracking_metrics(t, run["pos_rad"], run["pos_ref_rad"], run["vel_rad_s"],
+                          run["vel_ref_rad_s"], active=active,
+                          constant_speed=tuple(window) if window else None,
+                          reversals=h.get("reversals"))
+    lm = lateness_metrics(run["late_us"])
+    fc_hat = run["fc_hat_nm"][active] if active.any() else run["fc_hat_nm"]
+    summary: dict[str, Any] = {
+        "duration_s": duration,
+        "ticks": int(t.size),
+        "rate_hz": h.get("rate_hz"),
+        "scenario": h.get("scenario"),
+        "compensation": h.get("compensation"),
+        "backend": h.get("backend"),
+        **tm,
+        **lm,
+        "overruns": int(np.nansum(run["overrun"])),
+        "faults": [],
+        "fc_hat_final_nm": float(fc_hat[-1]) if fc_hat.size else math.nan,
+        "reidentify": bool(np.nanmax(run["reidentify"]) > 0) if t.size else False,
+        "log_complete": run.complete,
+    }
+    if result is not None:
+        summary["faults"] = result.faults
+        summary["stop_reason"] = result.stop_reason
+        summary["wall_s"] = result.wall_s
+        summary["realtime_factor"] = (result.duration_s / result.wall_s) if result.wall_s > 0 else math.nan
+        summary["overruns"] = result.overruns
+    summary["log"] = str(log_path)
+    return summary
+
+
+def run_session(cfg: Config, s: Session, out_dir: Path, *, plot: bool = True,
+                progress: Callable[[float, float], None] | None = None,
+                on_loop: Callable[[ControlLoop], Any] | None = None) -> dict[str, Any]:
+    """Run the loop, write out_dir/{run.fctl, summary.json, report.png}; return the summary."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    compensator = make_compensator(cfg.controller, s.compensation)
+    log_path = out_dir / LOG_NAME
+    log_path.unlink(missing_ok=True)  # an out dir holds one run: re-running replaces it
+    chunk_rows = max(1, int(round(cfg.logging.chunk_s * cfg.loop.rate_hz)))
+    capacity = max(2 * chunk_rows, int(round(cfg.logging.buffer_s * cfg.loop.rate_hz)))
+    units = dict(LOG_COLUMNS)
+    writer = RunLogWriter(log_path, COLUMN_NAMES, _header(cfg, s, compensator),
+                          chunk_rows=chunk_rows, capacity_rows=capacity, units=units)
+    loop = ControlLoop(cfg, s.backend, s.clock, s.reference, s.duration_s,
+                       compensator=compensator, log_sink=writer, progress=progress)
+    helper = on_loop(loop) if on_loop else None
+    try:
+        with _SignalStop(loop):
+            result = loop.run()
+    finally:
+        writer.close()
+        if helper is not None and hasattr(helper, "stop"):
+            helper.stop()
+    summary = summarize(log_path, result)
+    (out_dir / "summary.json").write_text(json.dumps(_json_safe(summary), indent=2) + "\n")
+    if plot:
+        from .report import plot_run
+
+        plot_run(log_path, out_dir / "report.png")
+        summary["report"] = str(out_dir / "report.png")
+    return summary
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def print_summary(summary: dict[str, Any], title: str = "summary", file=None) -> None:
+    """The summary as an aligned two-column table."""
+    file = file or sys.stdout
+    keys = [k for k in summary if not isinstance(summary[k], (dict, list)) or k == "faults"]
+    width = max(len(k) for k in keys)
+    print(title, file=file)
+    for k in keys:
+        v = summary[k]
+        if isinstance(v, float):
+            v = f"{v:.4g}"
+        elif isinstance(v, list):
+            v = "; ".join(map(str, v)) or "none"
+        print(f"  {k:<{width}}  {v}", file=file)
+    file.flush()

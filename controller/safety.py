@@ -1,0 +1,174 @@
+"""The safety layer: per-tick checks before anything is sent, latched faults, overrun policy.
+
+Checks and the tick on which each trips (k = the first offending tick):
+
+| fault | condition | trips |
+|---|---|---|
+| NON_FINITE | position, current, velocity estimate, reference or command not finite | k |
+| DRIVE_FAULT | the drive reports FAULT state or a non-zero fault code | k |
+| STALE_FEEDBACK | the feedback sequence number did not advance | k + stale_ticks − 1 |
+| VELOCITY_LIMIT | \\|v\\| > velocity_limit_rad_s | k |
+| FOLLOWING_ERROR | \\|e\\| > floor + per_speed·\\|v_ref\\| | k |
+| STANDSTILL | reference at rest for standstill_after_s and \\|e\\| > window | k |
+| TORQUE_LIMIT | measured Kt·\\|i\\| > 1.25·torque_limit_nm (the command itself is clamped) | k + 2 |
+| TEMPERATURE | drive temperature > max_temperature_c | k |
+| OVERRUN | max_consecutive overruns in a row, or max_per_second within 1 s | at the limit |
+| COMMUNICATION, LOG_OVERFLOW, ESTIMATOR | raised by the backend / log writer / estimator | k |
+| STOP_REQUESTED | SIGINT/SIGTERM or the caller asked to stop | k |
+
+A fault latches: only :meth:`SafetyMonitor.reset` clears it (an explicit operator action).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections import deque
+
+from drivers.backend import DriveState, Feedback
+
+from .config import OverrunPolicy, SafetyConfig
+
+TORQUE_FAULT_FACTOR = 1.25  # measured torque above this × limit: the drive does not obey
+TORQUE_FAULT_TICKS = 3
+
+
+class FaultKind(enum.IntEnum):
+    NONE = 0
+    NON_FINITE = 1
+    DRIVE_FAULT = 2
+    STALE_FEEDBACK = 3
+    VELOCITY_LIMIT = 4
+    FOLLOWING_ERROR = 5
+    STANDSTILL = 6
+    TORQUE_LIMIT = 7
+    TEMPERATURE = 8
+    OVERRUN = 9
+    COMMUNICATION = 10
+    LOG_OVERFLOW = 11
+    ESTIMATOR = 12
+    STOP_REQUESTED = 13
+
+
+class SafetyMonitor:
+    """Per-tick checks. ``check`` returns the latched fault (NONE while healthy)."""
+
+    def __init__(self, cfg: SafetyConfig, overrun: OverrunPolicy, dt_s: float, Kt: float) -> None:
+        self.cfg = cfg
+        self.policy = overrun
+        self.dt_s = dt_s
+        self.Kt = Kt
+        self.fault = FaultKind.NONE
+        self.message = ""
+        self.fault_t_s = math.nan
+        self.overruns = 0
+        self.warnings: list[str] = []
+        self._last_seq: int | None = None
+        self._stale = 0
+        self._torque_high = 0
+        self._rest_since = math.nan
+        self._consecutive_overruns = 0
+        self._overrun_times: deque[float] = deque()
+
+    @property
+    def faulted(self) -> bool:
+        return self.fault is not FaultKind.NONE
+
+    def trip(self, kind: FaultKind, message: str, t_s: float = math.nan) -> FaultKind:
+        """Latch a fault (the first one wins: it is the cause, later ones are consequences)."""
+        if self.fault is FaultKind.NONE:
+            self.fault = kind
+            self.message = message
+            self.fault_t_s = t_s
+        return self.fault
+
+    def reset(self) -> None:
+        """Explicit reset: clear the latch and the counters."""
+        self.fault = FaultKind.NONE
+        self.message = ""
+        self.fault_t_s = math.nan
+        self._last_seq = None
+        self._stale = 0
+        self._torque_high = 0
+        self._rest_since = math.nan
+        self._consecutive_overruns = 0
+        self._overrun_times.clear()
+
+    def clamp(self, torque_nm: float) -> float:
+        lim = self.cfg.torque_limit_nm
+        return lim if torque_nm > lim else (-lim if torque_nm < -lim else torque_nm)
+
+    def check(self, t_s: float, fb: Feedback, pos: float, vel: float, pos_ref: float,
+              vel_ref: float, torque_cmd: float) -> FaultKind:
+        """All per-tick checks, in order of cause. Call before the command is sent.
+        ``pos`` is the position in the reference's frame, ``vel`` the velocity estimate."""
+        if self.fault is not FaultKind.NONE:
+            return self.fault
+        cfg = self.cfg
+        cur = fb.current_a
+        if not (math.isfinite(pos) and math.isfinite(cur) and math.isfinite(vel)
+                and math.isfinite(pos_ref) and math.isfinite(vel_ref) and math.isfinite(torque_cmd)):
+            bad = [name for name, x in (("position", pos), ("current", cur), ("velocity", vel),
+                                        ("position reference", pos_ref), ("velocity reference", vel_ref),
+                                        ("torque command", torque_cmd)) if not math.isfinite(x)]
+            return self.trip(FaultKind.NON_FINITE, f"non-finite {', '.join(bad)}", t_s)
+        if fb.state is DriveState.FAULT or fb.fault_code:
+            text = fb.fault_text or "no text"
+            return self.trip(FaultKind.DRIVE_FAULT, f"drive fault 0x{fb.fault_code:X}: {text}", t_s)
+        if fb.sequence == self._last_seq:
+            self._stale += 1
+            if self._stale >= cfg.stale_ticks:
+                return self.trip(FaultKind.STALE_FEEDBACK,
+                                 f"no new feedback sample for {self._stale} ticks", t_s)
+        else:
+            self._stale = 0
+            self._last_seq = fb.sequence
+        if abs(vel) > cfg.velocity_limit_rad_s:
+            return self.trip(FaultKind.VELOCITY_LIMIT,
+                             f"velocity {vel:.4g} rad/s beyond ±{cfg.velocity_limit_rad_s:g}", t_s)
+        err = pos_ref - pos
+        limit = cfg.following_error_floor_rad + cfg.following_error_per_speed_s * abs(vel_ref)
+        if abs(err) > limit:
+            return self.trip(FaultKind.FOLLOWING_ERROR,
+                             f"following error {err:.4g} rad beyond ±{limit:.4g}", t_s)
+        if vel_ref == 0.0:
+            if self._rest_since != self._rest_since:
+                self._rest_since = t_s
+            if t_s - self._rest_since >= cfg.standstill_after_s and abs(err) > cfg.standstill_window_rad:
+                return self.trip(FaultKind.STANDSTILL,
+                                 f"standstill error {err:.4g} rad beyond ±{cfg.standstill_window_rad:g}", t_s)
+        else:
+            self._rest_since = math.nan
+        if abs(self.Kt * cur) > TORQUE_FAULT_FACTOR * cfg.torque_limit_nm:
+            self._torque_high += 1
+            if self._torque_high >= TORQUE_FAULT_TICKS:
+                return self.trip(FaultKind.TORQUE_LIMIT,
+                                 f"measured torque {self.Kt * cur:.4g} N·m beyond "
+                                 f"{TORQUE_FAULT_FACTOR:g}×{cfg.torque_limit_nm:g}", t_s)
+        else:
+            self._torque_high = 0
+        temp = fb.temperature_c
+        if temp > cfg.max_temperature_c:
+            return self.trip(FaultKind.TEMPERATURE,
+                             f"drive temperature {temp:.1f} °C beyond {cfg.max_temperature_c:g}", t_s)
+        return FaultKind.NONE
+
+    def record_overrun(self, t_s: float, overrun: bool) -> FaultKind:
+        """Apply the overrun policy for this tick's timing."""
+        if not overrun:
+            self._consecutive_overruns = 0
+            return self.fault
+        self.overruns += 1
+        self._consecutive_overruns += 1
+        times = self._overrun_times
+        times.append(t_s)
+        while times and times[0] <= t_s - 1.0:
+            times.popleft()
+        if self.policy.warn and len(self.warnings) < 20:
+            self.warnings.append(f"t={t_s:.4f} s: tick overrun")
+        if self._consecutive_overruns >= self.policy.max_consecutive:
+            return self.trip(FaultKind.OVERRUN,
+                             f"{self._consecutive_overruns} consecutive overruns", t_s)
+        if len(times) >= self.policy.max_per_second:
+            return self.trip(FaultKind.OVERRUN, f"{len(times)} overruns within 1 s", t_s)
+        return self.fault

@@ -1,0 +1,141 @@
+"""The backend interface over the simulated turntable.
+
+Time: ``read()`` first advances the plant, with the last command held, to the clock's ``now``
+in whole control periods, then samples the sensors. With a :class:`~controller.clock.SimClock`
+(lockstep) each tick advances exactly one period, far faster than real time; with the real
+clock (paced) the plant follows wall time.
+
+Fault injection (tests, demos): :meth:`inject` with ``stale`` (feedback stops updating),
+``nan_current``, ``drive_fault``, ``blocked_rotor``, ``inverted_sign`` (motor wired backwards).
+"""
+
+from __future__ import annotations
+
+import math
+
+from controller.config import Config, ScenarioConfig
+from drivers.backend import NAN, Backend, Clock, DriveState, Feedback
+from drivers.errors import EnableError
+
+from .plant import Turntable
+
+FAULTS = ("stale", "nan_current", "drive_fault", "blocked_rotor", "inverted_sign")
+SIM_FAULT_CODE = 0x5441  # arbitrary drive-side code for an injected fault
+
+
+class SimBackend(Backend):
+    name = "sim"
+
+    def __init__(self, cfg: Config, clock: Clock, seed: int = 0,
+                 scenario: ScenarioConfig | None = None) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.clock = clock
+        self.dt_s = cfg.loop.dt_s
+        fc_profile = scenario.fc_profile if scenario and scenario.fc_profile is not None else None
+        self.plant = Turntable(cfg.plant, seed=seed, fc_profile=fc_profile)
+        self._changes = sorted(scenario.changes, key=lambda c: c.at_s) if scenario else []
+        self._base_J = cfg.plant.J
+        self.payload_kg = 0.0  # operator-declared payload (scheduling variable)
+        self._i_cmd = 0.0
+        self._state = DriveState.CLOSED
+        self._fault_code = 0
+        self._sequence = 0
+        self._last: Feedback | None = None
+        self._prev_pos = math.nan
+        self._faults: set[str] = set()
+
+    @classmethod
+    def from_config(cls, cfg: Config, clock: Clock, seed: int = 0,
+                    scenario: ScenarioConfig | None = None) -> "SimBackend":
+        return cls(cfg, clock, seed=seed, scenario=scenario)
+
+    # --- fault injection ---------------------------------------------------------------------
+    def inject(self, fault: str) -> None:
+        if fault not in FAULTS:
+            raise ValueError(f"unknown sim fault {fault!r} (known: {', '.join(FAULTS)})")
+        self._faults.add(fault)
+        if fault == "drive_fault":
+            self._fault_code = SIM_FAULT_CODE
+            self._state = DriveState.FAULT
+            self._enabled = False
+            self._i_cmd = 0.0
+        if fault == "blocked_rotor":
+            self.plant.blocked = True
+
+    def clear_injected(self, fault: str) -> None:
+        self._faults.discard(fault)
+        if fault == "blocked_rotor":
+            self.plant.blocked = False
+
+    # --- hooks -------------------------------------------------------------------------------
+    def _open(self) -> None:
+        self._state = DriveState.DISABLED if not self._fault_code else DriveState.FAULT
+
+    def _close(self) -> None:
+        self._state = DriveState.CLOSED
+
+    def _enable(self, timeout_s: float) -> None:
+        if self._fault_code:
+            raise EnableError(f"sim: drive fault 0x{self._fault_code:X} latched: reset it first")
+        self._state = DriveState.ENABLED
+
+    def _disable(self) -> None:
+        self._i_cmd = 0.0
+        if self._state is DriveState.ENABLED:
+            self._state = DriveState.DISABLED
+
+    def _reset_fault(self) -> None:
+        self._faults.discard("drive_fault")
+        self._fault_code = 0
+        if self._state is DriveState.FAULT:
+            self._state = DriveState.DISABLED
+
+    def _write(self, torque_nm: float) -> None:
+        i = torque_nm / self.plant.Kt
+        self._i_cmd = -i if "inverted_sign" in self._faults else i
+
+    def _apply_changes(self) -> None:
+        plant = self.plant
+        while self._changes and self._changes[0].at_s <= plant.t_s + 1e-12:
+            ch = self._changes.pop(0)
+            if ch.payload_kg is not None:
+                self.payload_kg = ch.payload_kg
+                plant.J = self._base_J + ch.payload_kg * ch.payload_radius_m**2
+            if ch.temperature_c is not None:
+                plant.temperature_c = ch.temperature_c
+            if ch.fc_scale is not None:
+                plant.extra_fc_scale = ch.fc_scale
+
+    def _read(self) -> Feedback:
+        plant = self.plant
+        now = self.clock.now()
+        dt = self.dt_s
+        while plant.t_s + 0.5 * dt <= now:
+            if self._changes:
+                self._apply_changes()
+            plant.advance(self._i_cmd if self._state is DriveState.ENABLED else 0.0, dt)
+        if "stale" in self._faults and self._last is not None:
+            return self._last
+        m = plant.measure()
+        pos = m.position_rad
+        vel = (pos - self._prev_pos) / dt if self._prev_pos == self._prev_pos else 0.0
+        self._prev_pos = pos
+        self._sequence += 1
+        current = NAN if "nan_current" in self._faults else m.current_a
+        fb = Feedback(
+            t_s=now, position_rad=pos, velocity_rad_s=vel, current_a=current, torque_nm=NAN,
+            state=self._state, fault_code=self._fault_code,
+            fault_text="injected drive fault" if self._fault_code else "",
+            temperature_c=plant.temperature_c, sequence=self._sequence, age_s=0.0,
+        )
+        self._last = fb
+        return fb
+
+    # --- simulation-only facts ---------------------------------------------------------------
+    def true_friction_nm(self) -> float:
+        return self.plant.friction_nm
+
+    @property
+    def drive_state(self) -> DriveState:
+        return self._state
