@@ -80,6 +80,7 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     reidentify: bool = False
     fc_hat_final_nm: float = math.nan
+    drive_enabled_at_exit: bool = False  # must always be False: checked by tests
 
 
 class ControlLoop:
@@ -140,6 +141,7 @@ class ControlLoop:
             wall_s=time.perf_counter() - wall0, stop_reason=stop_reason, faults=faults,
             overruns=self.safety.overruns, warnings=list(self.safety.warnings),
             reidentify=bool(comp.reidentify), fc_hat_final_nm=comp.fc_hat_nm,
+            drive_enabled_at_exit=backend.enabled,
         )
 
     def _ticks(self) -> tuple[int, str]:
@@ -239,6 +241,9 @@ class ControlLoop:
                 except FrictionctlError as err:
                     safety.trip(FaultKind.COMMUNICATION, f"write: {err}", t_ref)
                     backend.safe_stop()
+                    u = 0.0
+            else:
+                u = 0.0  # nothing is sent to a disabled drive: log what it actually gets
             u_last = u
             # log
             end = clock.now()

@@ -98,7 +98,7 @@ class SineReference(Reference):
 
     def sample(self, t_s: float) -> Sample:
         tau = t_s - self.start_s
-        if tau <= 0.0:
+        if tau < 0.0:
             return (0.0, 0.0, 0.0)
         h = self._half_w * tau
         s = math.sin(h)

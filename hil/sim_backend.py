@@ -44,6 +44,7 @@ class SimBackend(Backend):
         self._last: Feedback | None = None
         self._prev_pos = math.nan
         self._faults: set[str] = set()
+        self._scheduled: list[tuple[float, str]] = []
 
     @classmethod
     def from_config(cls, cfg: Config, clock: Clock, seed: int = 0,
@@ -62,6 +63,13 @@ class SimBackend(Backend):
             self._i_cmd = 0.0
         if fault == "blocked_rotor":
             self.plant.blocked = True
+
+    def inject_at(self, t_s: float, fault: str) -> None:
+        """Inject ``fault`` at the first read at or after ``t_s`` on the backend's clock."""
+        if fault not in FAULTS:
+            raise ValueError(f"unknown sim fault {fault!r} (known: {', '.join(FAULTS)})")
+        self._scheduled.append((t_s, fault))
+        self._scheduled.sort()
 
     def clear_injected(self, fault: str) -> None:
         self._faults.discard(fault)
@@ -111,6 +119,8 @@ class SimBackend(Backend):
         plant = self.plant
         now = self.clock.now()
         dt = self.dt_s
+        while self._scheduled and self._scheduled[0][0] <= now:
+            self.inject(self._scheduled.pop(0)[1])
         while plant.t_s + 0.5 * dt <= now:
             if self._changes:
                 self._apply_changes()

@@ -1,0 +1,290 @@
+"""The control loop end to end on the simulated turntable: determinism, tracking, every fault
+path ends disabled within its stated number of ticks, anti-windup, signals, crash-safe log."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from controller.clock import SimClock
+from controller.config import Config
+from controller.loop import ControlLoop
+from controller.reference import Reference
+from controller.runlog import read_log
+from controller.safety import FaultKind
+from controller.schema import to_plain
+from drivers.backend import DriveState
+from hil.sim_backend import SimBackend
+
+from .conftest import sim, with_changes
+
+DT = 1e-3
+
+
+def first_fault_tick(run) -> tuple[int, FaultKind]:
+    fault = run["fault"]
+    idx = np.flatnonzero(fault != 0)
+    assert idx.size, "no fault was logged"
+    return int(idx[0]), FaultKind(int(fault[idx[0]]))
+
+
+def tick_at(t_s: float) -> int:
+    """Loop tick whose read is the first at or after backend-clock time t_s (clock = t_ref + dt)."""
+    return int(math.ceil(round((t_s - DT) / DT, 9)))
+
+
+def test_same_seed_gives_identical_log(ref_cfg, tmp_path):
+    _, a, _ = sim(ref_cfg, tmp_path / "a", duration_s=1.0, compensation="stribeck", seed=7)
+    _, b, _ = sim(ref_cfg, tmp_path / "b", duration_s=1.0, compensation="stribeck", seed=7)
+    _, c, _ = sim(ref_cfg, tmp_path / "c", duration_s=1.0, compensation="stribeck", seed=8)
+    wall_clock_columns = {"compute_us"}
+    for name in a.columns:
+        if name in wall_clock_columns:
+            continue
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    assert not np.array_equal(a["current_a"], c["current_a"]), "a different seed changes the noise"
+
+
+def test_closed_loop_tracks_a_slow_move(ref_cfg, tmp_path):
+    summary, run, backend = sim(ref_cfg, tmp_path, scenario="creep", duration_s=3.0)
+    assert summary["faults"] == []
+    assert summary["stop_reason"] == "completed"
+    assert summary["rms_error_rad"] < 2e-5  # 20 µrad at 0.01 rad/s
+    t = run["t_s"]
+    late = (t > 1.0) & (t < 3.0)
+    assert np.max(np.abs(run["pos_ref_rad"][late] - run["pos_rad"][late])) < 2e-5
+    assert abs(np.mean(run["vel_rad_s"][late]) - 0.01) < 2e-4
+    assert not backend.enabled and backend.drive_state is DriveState.DISABLED
+    assert summary["drive_enabled_at_exit"] is False
+    assert run.complete and run.data.shape[0] == summary["ticks"]
+
+
+@pytest.mark.parametrize("fault, kind, within_ticks", [
+    ("nan_current", FaultKind.NON_FINITE, 0),
+    ("drive_fault", FaultKind.DRIVE_FAULT, 0),
+    ("stale", FaultKind.STALE_FEEDBACK, None),  # stale_ticks − 1, from the config
+    ("inverted_sign", None, 200),  # runs away: velocity or following-error fault
+    ("blocked_rotor", FaultKind.FOLLOWING_ERROR, 700),  # 0.006 rad at 0.01 rad/s: ~0.6 s
+])
+def test_each_injected_fault_trips_in_time_and_disables(ref_cfg, tmp_path, fault, kind, within_ticks):
+    cfg = with_changes(ref_cfg, safety={"stale_ticks": 4})
+    at = 1.0
+    summary, run, backend = sim(cfg, tmp_path, duration_s=3.0, faults=((at, fault),))
+    k_fault, got = first_fault_tick(run)
+    k0 = tick_at(at)
+    limit = cfg.safety.stale_ticks - 1 if within_ticks is None else within_ticks
+    assert k0 <= k_fault <= k0 + limit, (k_fault, k0, got)
+    if kind is not None:
+        assert got is kind
+    else:
+        assert got in (FaultKind.VELOCITY_LIMIT, FaultKind.FOLLOWING_ERROR)
+    assert summary["faults"] and summary["faults"][0].startswith(got.name)
+    assert not backend.enabled
+    assert backend.drive_state in (DriveState.DISABLED, DriveState.FAULT)
+    # the safe stop: after the fault the torque command ramps to zero, never grows
+    cmd = np.abs(run["torque_cmd_nm"][k_fault:])
+    assert cmd[-1] == 0.0
+    assert np.all(np.diff(cmd) <= 1e-12)
+    assert run.data.shape[0] - k_fault <= int(cfg.safety.stop_ramp_s / DT) + 1
+
+
+def test_velocity_torque_and_standstill_limits(ref_cfg, tmp_path):
+    # velocity: a reference far faster than the limit
+    cfg = with_changes(ref_cfg, safety={"velocity_limit_rad_s": 0.005})
+    _, run, backend = sim(cfg, tmp_path / "v", duration_s=2.0)
+    k, kind = first_fault_tick(run)
+    assert kind is FaultKind.VELOCITY_LIMIT and not backend.enabled
+    assert np.abs(run["vel_rad_s"][k]) > 0.005 and np.all(np.abs(run["vel_rad_s"][:k]) <= 0.005)
+    # torque: measured torque beyond 1.25 × a limit set below the breakaway torque
+    cfg = with_changes(ref_cfg, safety={"torque_limit_nm": 0.1},
+                       controller={"pid": dataclass_replace(ref_cfg.controller.pid, output_limit_nm=5.0)})
+    _, run, backend = sim(cfg, tmp_path / "t", duration_s=2.0, compensation="stribeck")
+    k, kind = first_fault_tick(run)
+    assert kind in (FaultKind.TORQUE_LIMIT, FaultKind.FOLLOWING_ERROR) and not backend.enabled
+    # standstill: a hold reference, rotor pushed away by a load the table cannot hold
+    cfg = with_changes(ref_cfg, safety={"standstill_window_rad": 1e-6, "standstill_after_s": 0.2})
+    _, run, backend = sim(cfg, tmp_path / "s", duration_s=2.0, reference=StepThenHold(2e-4))
+    k, kind = first_fault_tick(run)
+    assert kind is FaultKind.STANDSTILL and not backend.enabled
+
+
+def dataclass_replace(obj, **kw):
+    import dataclasses
+
+    return dataclasses.replace(obj, **kw)
+
+
+class StepThenHold(Reference):
+    """A raw step of ``size`` rad at t = 0.1 s, then rest."""
+
+    constant_speed_window = None
+
+    def __init__(self, size: float, at_s: float = 0.1) -> None:
+        self.size = size
+        self.at_s = at_s
+
+    def sample(self, t_s: float):
+        return (self.size if t_s >= self.at_s else 0.0), 0.0, 0.0
+
+    def reversals(self, until_s: float):
+        return []
+
+
+class LatenessClock(SimClock):
+    """A simulated clock that reports itself as real, where every tick's work takes ``work_s``
+    (so the loop's real-clock lateness and overrun accounting runs deterministically)."""
+
+    def __init__(self, work_s: float) -> None:
+        super().__init__()
+        self.work_s = work_s
+
+    @property
+    def simulated(self) -> bool:
+        return False
+
+    def sleep_until(self, t_s: float) -> None:
+        self._t = max(self._t, t_s) + self.work_s  # the tick's work, charged up front
+
+
+def test_overrun_policy_faults_after_consecutive_overruns(ref_cfg, tmp_path):
+    from controller.reference import make_reference
+    from controller.runlog import RunLogWriter
+    from controller.loop import COLUMN_NAMES
+
+    cfg = with_changes(ref_cfg, loop={"overrun": dataclass_replace(ref_cfg.loop.overrun, max_consecutive=3)})
+    clock = LatenessClock(work_s=1.5 * DT)  # every tick ends after the next deadline
+    backend = SimBackend(cfg, clock, seed=1)
+    ref = make_reference(cfg.scenario("creep").reference, cfg.plant.encoder.rad_per_count, 1.0)
+    with RunLogWriter(tmp_path / "log.fctl", COLUMN_NAMES, {}) as writer:
+        result = ControlLoop(cfg, backend, clock, ref, 1.0, log_sink=writer).run()
+    assert result.faults and result.faults[0].startswith("OVERRUN: 3 consecutive")
+    run = read_log(tmp_path / "log.fctl")
+    k, kind = first_fault_tick(run)
+    assert (k, kind) == (2, FaultKind.OVERRUN)  # ticks 0, 1, 2 overran
+    assert np.all(run["overrun"][:3] == 1.0)
+    assert np.all(run["late_us"] > 0)
+    assert not backend.enabled
+
+
+def test_anti_windup_blocked_at_the_limit_then_released(ref_cfg, tmp_path):
+    step = 0.01  # rad
+    cfg = with_changes(ref_cfg, safety={"following_error_floor_rad": 1.0, "standstill_window_rad": 1.0,
+                                        "torque_limit_nm": 5.0})
+    released_at = 10.2
+
+    def hook(backend):
+        backend.inject_at(0.05, "blocked_rotor")
+        original = backend._read
+
+        def read():
+            if backend.clock.now() >= released_at and backend.plant.blocked:
+                backend.clear_injected("blocked_rotor")
+            return original()
+
+        backend._read = read
+
+    summary, run, backend = sim(cfg, tmp_path, duration_s=12.0, reference=StepThenHold(step),
+                                backend_hook=hook)
+    assert summary["faults"] == []
+    t = run["t_s"]
+    blocked = (t > 1.0) & (t < released_at - 0.1)
+    assert np.all(np.abs(run["torque_cmd_nm"][blocked]) >= cfg.controller.pid.output_limit_nm - 1e-9)
+    assert np.all(run["saturated"][blocked] == 1.0)
+    # the integrator did not wind up beyond the output limit
+    assert np.max(np.abs(run["i_nm"])) <= cfg.controller.pid.output_limit_nm + 1e-9
+    after = t > released_at
+    overshoot = np.max(run["pos_rad"][after]) - step
+    assert overshoot < 0.3 * step, f"overshoot {overshoot:.3g} rad after release"
+    settled = t > released_at + 1.0
+    assert np.max(np.abs(run["pos_rad"][settled] - step)) < 1e-4
+
+
+# --- subprocess runs on the real clock: SIGTERM and SIGKILL -------------------------------------
+
+def _paced_config(tmp_path: Path, ref_cfg: Config) -> Path:
+    data = to_plain(ref_cfg)
+    data["drive"]["protocol"] = "sim"
+    path = tmp_path / "paced.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _start_run(cfg_path: Path, out: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "controller.cli", "run", "--config", str(cfg_path),
+           "--scenario", "creep", "--duration", "60", "--out", str(out)]
+    env = dict(os.environ, MPLBACKEND="Agg")
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[1], env=env)
+
+
+def _wait_for_rows(log: Path, rows: int, proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read()
+        if log.exists() and log.stat().st_size > rows * 28 * 8:
+            return
+        time.sleep(0.05)  # polling a subprocess's file: the test itself has nothing to inject
+    raise AssertionError(f"{log}: fewer than {rows} rows after {timeout_s} s")
+
+
+def test_sigterm_gives_complete_log_and_disabled_backend(ref_cfg, tmp_path):
+    out = tmp_path / "out"
+    proc = _start_run(_paced_config(tmp_path, ref_cfg), out)
+    try:
+        _wait_for_rows(out / "run.fctl", 600, proc)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stop_reason"] == "stop requested: SIGTERM"
+    assert summary["drive_enabled_at_exit"] is False
+    assert summary["faults"] == []
+    run = read_log(out / "run.fctl", strict=True)
+    assert run.complete and not run.torn_tail
+    assert run["torque_cmd_nm"][-1] == 0.0
+    assert run.data.shape[0] == summary["ticks"] >= 600
+
+
+def test_sigkill_leaves_a_recoverable_log(ref_cfg, tmp_path):
+    out = tmp_path / "out"
+    proc = _start_run(_paced_config(tmp_path, ref_cfg), out)
+    try:
+        _wait_for_rows(out / "run.fctl", 1500, proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    run = read_log(out / "run.fctl")
+    assert not run.complete
+    assert run.data.shape[0] >= 1000
+    t = run["t_s"]
+    np.testing.assert_allclose(np.diff(t), DT, rtol=1e-6)  # contiguous ticks, nothing skipped
+    with pytest.raises(Exception) as info:
+        read_log(out / "run.fctl", strict=True)
+    assert "offset" in str(info.value)
+
+
+def test_config_error_in_cli_is_one_line_exit_2(ref_cfg, tmp_path):
+    data = to_plain(ref_cfg)
+    data["safety"]["stale_ticks"] = 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    proc = subprocess.run([sys.executable, "-m", "controller.cli", "sim", "--config", str(bad),
+                           "--out", str(tmp_path / "o")], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("frictionctl: error: safety.stale_ticks:"), proc.stderr
+    assert not (tmp_path / "o" / "run.fctl").exists()
