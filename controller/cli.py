@@ -69,30 +69,6 @@ def _load(args: argparse.Namespace):
     return load_config(resolve_config_path(args.config))
 
 
-def sim_run(cfg, scenario_name: str, out: Path, *, compensation: str | None, duration_s: float | None,
-            seed: int, plot: bool = True, show_progress: bool = True) -> dict:
-    """One lockstep simulation run of a scenario (shared by sim, demo and the benchmarks)."""
-    from hil.sim_backend import SimBackend
-
-    from .clock import SimClock
-    from .reference import make_reference
-    from .runner import Session, run_session
-
-    scenario = cfg.scenario(scenario_name)
-    duration = duration_s if duration_s is not None else scenario.duration_s
-    if duration <= 0:
-        raise UsageError(f"--duration: must be > 0, got {duration}")
-    clock = SimClock()
-    backend = SimBackend(cfg, clock, seed=seed, scenario=scenario)
-    reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
-    session = Session(backend=backend, clock=clock, reference=reference, duration_s=duration,
-                      scenario=scenario_name, seed=seed, compensation=compensation)
-    progress = Progress(f"sim {scenario_name}", show_progress)
-    summary = run_session(cfg, session, out, plot=plot, progress=progress)
-    progress.done()
-    return summary
-
-
 def _exit_code(summary: dict) -> int:
     return 1 if summary.get("faults") else 0
 
@@ -100,9 +76,16 @@ def _exit_code(summary: dict) -> int:
 def cmd_sim(args: argparse.Namespace) -> int:
     from .runner import print_summary
 
+    from hil.scenarios import sim_run
+
     cfg = _load(args)
+    if args.duration is not None and args.duration <= 0:
+        raise UsageError(f"--duration: must be > 0, got {args.duration:g}")
+    progress = Progress(f"sim {args.scenario}")
     summary = sim_run(cfg, args.scenario, Path(args.out), compensation=args.compensation,
-                      duration_s=args.duration, seed=args.seed, plot=not args.no_plot)
+                      duration_s=args.duration, seed=args.seed, plot=not args.no_plot,
+                      progress=progress)
+    progress.done()
     print_summary(summary, f"sim {args.scenario} · compensation {summary['compensation']}")
     return _exit_code(summary)
 
@@ -158,8 +141,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from hil.curves import friction_curves
-
-    from .runner import print_summary
+    from hil.scenarios import sim_run
 
     cfg = _load(args)
     out = Path(args.out)
@@ -178,6 +160,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"plant pre-sliding slope {curves['presliding_slope_nm_per_rad']:.4g} N·m/rad; "
           f"plots: {out}/*/report.png, {out}/friction.png")
     return 1 if any(s["faults"] for s in rows.values()) else 0
+
+
+BENCHMARKS = {
+    "lugre": "hil.bench_lugre",
+    "loop": "hil.bench_loop",
+    "compensation": "hil.bench_compensation",
+}
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import importlib
+
+    module = importlib.import_module(BENCHMARKS[args.which])
+    return module.main(args.rest)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -221,6 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("export", cmd_export, "export a run log to CSV")
     p.add_argument("log", help="run log (run.fctl)")
     p.add_argument("--csv", required=True, help="CSV path")
+
+    p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation)")
+    p.add_argument("which", choices=sorted(BENCHMARKS))
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (--help)")
 
     p = add("curves", cmd_curves, "open-loop friction curves of the simulated plant")
     common(p, "curves-out")

@@ -41,6 +41,7 @@ LOG_COLUMNS: tuple[tuple[str, str], ...] = (
     ("torque_cmd_nm", "N·m"), ("torque_pid_nm", "N·m"), ("torque_ff_nm", "N·m"),
     ("friction_hat_nm", "N·m"), ("z_hat", "rad"), ("fc_hat_nm", "N·m"), ("residual_nm", "N·m"),
     ("friction_true_nm", "N·m"), ("p_nm", "N·m"), ("i_nm", "N·m"), ("d_nm", "N·m"),
+    # compute_us: estimate + control + safety of the tick, without backend I/O or logging
     ("late_us", "us"), ("compute_us", "us"), ("overrun", "-"), ("fault", "FaultKind"),
     ("drive_state", "DriveState"), ("sequence", "-"), ("temperature_c", "degC"),
     ("saturated", "-"), ("reidentify", "-"), ("drive_vel_rad_s", "rad/s"),
@@ -174,7 +175,6 @@ class ControlLoop:
             deadline = t0 + k * dt
             clock.sleep_until(deadline)
             start = clock.now()
-            c0 = perf()
             late_us = (start - deadline) * 1e6 if real else 0.0
             t_ref = k * dt
             if stopping_at < 0:
@@ -190,6 +190,7 @@ class ControlLoop:
             except FrictionctlError as err:
                 safety.trip(FaultKind.COMMUNICATION, f"read: {err}", t_ref)
                 fb = None
+            c0 = perf()  # controller compute: from here to just before the write
             if fb is not None:
                 pos = fb.position_rad - pos0
                 vel = velocity.step(pos, fb.velocity_rad_s, dt)
@@ -234,6 +235,7 @@ class ControlLoop:
                 j = k - stopping_at + 1
                 u = u_last * max(0.0, 1.0 - j / ramp_ticks) if math.isfinite(u_last) else 0.0
                 ff = 0.0
+            compute_us = (perf() - c0) * 1e6
             # write
             if backend.enabled:
                 try:
@@ -253,7 +255,7 @@ class ControlLoop:
             if sink is not None:
                 try:
                     sink.append(self._row(t_ref, pos, vel, pos_ref, vel_ref, acc_ref, fb, u, ff,
-                                          late_us, (perf() - c0) * 1e6, overrun))
+                                          late_us, compute_us, overrun))
                 except FrictionctlError as err:
                     safety.trip(FaultKind.LOG_OVERFLOW, f"log: {err}", t_ref)
                     if stopping_at < 0:

@@ -109,3 +109,148 @@ class MomentumObserver:
         self._vel = vel_rad_s
         self.r_nm += beta * (tau_mean - self.r_nm)
         return self.r_nm
+
+
+class LuGreObserver:
+    """Estimated bristle state ẑ [rad] of a LuGre model, integrated with a velocity and corrected.
+
+        ẑ' = v − a(v)·ẑ + L·(r − sigma2·v − sigma0·ẑ) − k·e,     a(v) = sigma0·|v|/(scale·g(v))
+        F̂  = sigma0·ẑ + sigma1·(v − a(v)·ẑ) + sigma2·v
+
+    r [N·m] is the measured friction (momentum observer) and e = θ − θ_ref [rad] the tracking
+    error; L [rad/(N·m·s)] and k [1/s] select the correction (residual: L > 0, Canudas de Wit
+    1995: k > 0, none: both 0). The residual term compares r with the static part sigma0·ẑ +
+    sigma2·v of F̂ (the sigma1 term, ~sigma1·v, is left out: it would only feed noise back).
+
+    Discretisation: the correction is linear in ẑ, so it enters :func:`lugre_driven_step` as an
+    extra held input u = L·(r − sigma2·v) − k·e and an extra decay c = L·sigma0 (semi-implicit in
+    ẑ): the update is the exact exponential one of the model with those added, a convex
+    combination for every L >= 0 and dt, whatever the stiffness. Then ẑ is projected onto
+    [−scale·Fs/sigma0, scale·Fs/sigma0] and |F̂| clamped to scale·Fs + sigma2·|v| + margin_nm
+    (``clamped`` says the clamp acted). A negative L (a wrong-sign gain: fault injection only,
+    the config refuses it) makes the update grow; the projection keeps it bounded.
+
+    ``scale`` multiplies Fc and Fs together (the Fc adapter); ``set_params`` swaps the parameter
+    set between ticks (scheduling), ẑ carried over and clamped to the new bound.
+    """
+
+    __slots__ = ("params", "L", "tracking_gain_per_s", "margin_nm", "scale", "z_hat", "f_hat",
+                 "active", "clamped", "_fwd", "_rev")
+
+    def __init__(self, params: FrictionParams, L: float = 0.0, *, tracking_gain_per_s: float = 0.0,
+                 margin_nm: float = math.inf) -> None:
+        self.L = L  # [rad/(N·m·s)]
+        self.tracking_gain_per_s = tracking_gain_per_s  # [1/s]
+        self.margin_nm = margin_nm  # [N·m]
+        self.scale = 1.0  # Stribeck level multiplier (Fc_hat / Fc) [-]
+        self.z_hat = 0.0
+        self.f_hat = 0.0
+        self.clamped = False
+        self.set_params(params)
+
+    @staticmethod
+    def gain_for(bandwidth_hz: float, params: FrictionParams) -> float:
+        """The documented rule L = 2π·bandwidth_hz/sigma0 [rad/(N·m·s)] (stiffest set)."""
+        sigma0 = (max(params.forward.sigma0, params.reverse.sigma0)
+                  if isinstance(params, DirectionalParams) else params.sigma0)
+        return TWO_PI * bandwidth_hz / sigma0
+
+    def set_params(self, params: FrictionParams) -> None:
+        """Use ``params`` from the next step on; ẑ is kept, clamped to the new bound."""
+        self.params = params
+        if isinstance(params, DirectionalParams):
+            self._fwd, self._rev = params.forward, params.reverse
+        else:
+            self._fwd = self._rev = params
+        self.active = self._fwd if self.z_hat >= 0.0 else self._rev
+        z_max = self.scale * self.active.Fs / self.active.sigma0
+        self.z_hat = max(-z_max, min(z_max, self.z_hat))
+
+    def reset(self, z_hat: float = 0.0) -> None:
+        self.z_hat = z_hat
+        self.f_hat = 0.0
+        self.clamped = False
+
+    def step(self, v: float, dt_s: float, r_nm: float = 0.0, e_rad: float = 0.0) -> float:
+        """Advance one tick with velocity v [rad/s], measured friction r [N·m] and tracking
+        error e [rad] held over it; return F̂ [N·m] at the end of the step."""
+        z = self.z_hat
+        p = self._fwd if (v > 0.0 or (v == 0.0 and z >= 0.0)) else self._rev
+        self.active = p
+        L = self.L
+        if L != 0.0:
+            u = L * (r_nm - p.sigma2 * v)
+            c = L * p.sigma0
+        else:
+            u = c = 0.0
+        if self.tracking_gain_per_s != 0.0:
+            u -= self.tracking_gain_per_s * e_rad
+        scale = self.scale
+        z, a = lugre_driven_step(p, z, v, dt_s, u, c, scale)
+        level = scale * p.Fs
+        z_max = level / p.sigma0
+        if not -z_max <= z <= z_max:  # projection; NaN (never from finite inputs) maps to 0
+            z = z_max if z > 0.0 else (-z_max if z < 0.0 else 0.0)
+        self.z_hat = z
+        f = p.sigma0 * z + p.sigma1 * (v - a * z) + p.sigma2 * v
+        f_max = level + p.sigma2 * abs(v) + self.margin_nm
+        self.clamped = clamped = not (-f_max <= f <= f_max)
+        if clamped:
+            f = f_max if f > 0.0 else (-f_max if f < 0.0 else 0.0)
+        self.f_hat = f
+        return f
+
+
+class Watchdog:
+    """Containment: detects an estimate that disagrees with the measurement and falls back.
+
+    Per tick a sample is *inconsistent* when |residual| > residual_limit_nm, or when sliding
+    (|v| > wrong_sign_velocity_rad_s) with F̂ of the sign opposite to v. Inconsistent time is
+    accumulated leakily (+dt when inconsistent, −dt otherwise, floor 0), so isolated spikes at
+    reversals do not trip it while a persistent disagreement does: after ``watchdog_s`` the
+    ``fallback`` flag is raised (immediately for a non-finite input). It clears after
+    ``recover_s`` of uninterrupted consistency (inf: latched until reset).
+    """
+
+    __slots__ = ("residual_limit_nm", "wrong_sign_velocity_rad_s", "watchdog_s", "recover_s",
+                 "fallback", "reason", "trips", "bad_s", "good_s")
+
+    def __init__(self, residual_limit_nm: float, wrong_sign_velocity_rad_s: float,
+                 watchdog_s: float, recover_s: float = math.inf) -> None:
+        self.residual_limit_nm = residual_limit_nm  # [N·m]
+        self.wrong_sign_velocity_rad_s = wrong_sign_velocity_rad_s  # [rad/s]
+        self.watchdog_s = watchdog_s  # [s]
+        self.recover_s = recover_s  # [s]
+        self.trips = 0
+        self.reset()
+
+    def reset(self) -> None:
+        self.fallback = False
+        self.reason = ""
+        self.bad_s = 0.0
+        self.good_s = 0.0
+
+    def step(self, residual_nm: float, f_hat_nm: float, v_rad_s: float, dt_s: float,
+             finite: bool = True) -> bool:
+        """Judge one tick; return the fallback flag."""
+        if not finite:
+            reason = "non-finite input"
+        elif not abs(residual_nm) <= self.residual_limit_nm:
+            reason = "residual"
+        elif abs(v_rad_s) > self.wrong_sign_velocity_rad_s and f_hat_nm * v_rad_s < 0.0:
+            reason = "wrong sign"
+        else:
+            reason = ""
+        if reason:
+            self.bad_s += dt_s
+            self.good_s = 0.0
+            if not self.fallback and (self.bad_s >= self.watchdog_s or not finite):
+                self.fallback = True
+                self.reason = reason
+                self.trips += 1
+        else:
+            self.bad_s = self.bad_s - dt_s if self.bad_s > dt_s else 0.0
+            self.good_s += dt_s
+            if self.fallback and self.good_s >= self.recover_s:
+                self.fallback = False
+        return self.fallback

@@ -185,13 +185,16 @@ class PiecewiseReference(Reference):
 
     ``segments``: (duration [s], a0 [rad/s²], jerk [rad/s³]) in order, starting at rest at
     position 0 at ``origin_s``; the start position and velocity of each segment are integrated
-    here. Before ``origin_s`` the reference is at rest at 0. With ``repeat`` the table repeats
-    every sum(durations) [s] and the position advances by ``shift_rad`` per period; otherwise the
-    last segment extends forever. ``bounds`` clamp the in-period position (removes rounding
+    here. A 4-tuple (duration, 0, 0, x_rest) is a rest at exactly ``x_rest`` [rad]: the
+    integration restarts there at zero velocity, so rounding never accumulates from move to move
+    and dwells sit exactly on their positions (a zero duration just re-anchors). Before
+    ``origin_s`` the reference is at rest at 0. With ``repeat`` the table repeats every
+    sum(durations) [s] and the position advances by ``shift_rad`` per period; otherwise the last
+    segment extends forever. ``bounds`` clamp the in-period position (removes the rounding
     overshoot of a monotone move beyond its end points).
     """
 
-    def __init__(self, segments: list[tuple[float, float, float]], origin_s: float = 0.0,
+    def __init__(self, segments: list[tuple[float, ...]], origin_s: float = 0.0,
                  repeat: bool = False, shift_rad: float = 0.0,
                  bounds: tuple[float, float] = (-_INF, _INF),
                  constant_speed_window: Window = None) -> None:
@@ -199,13 +202,23 @@ class PiecewiseReference(Reference):
             raise ValueError("segments: need at least one segment")
         t0s: list[float] = []
         table: list[tuple[float, float, float, float, float, float, float]] = []
+        dirs: list[int] = []
         t = x = v = 0.0
-        for T, a0, j in segments:
+        for seg in segments:
+            T, a0, j = seg[0], seg[1], seg[2]
             if not (T >= 0 and math.isfinite(a0) and math.isfinite(j)):
-                raise ValueError(f"segment {(T, a0, j)!r}: need duration >= 0, finite a0 and jerk")
+                raise ValueError(f"segment {seg!r}: need duration >= 0, finite a0 and jerk")
+            if len(seg) == 4:
+                if a0 != 0.0 or j != 0.0:
+                    raise ValueError(f"segment {seg!r}: a rest needs a0 = jerk = 0")
+                x, v = float(seg[3]), 0.0
             # (x0, v0, a0, j, a0/2, j/2, j/6): the halves and sixths precomputed for sample()
             table.append((x, v, a0, j, 0.5 * a0, 0.5 * j, j / 6.0))
             t0s.append(t)
+            # direction of motion inside the segment: the sign of its mid-point velocity
+            tm = 0.5 * T if math.isfinite(T) else 1.0
+            vm = v + tm * (a0 + tm * 0.5 * j)
+            dirs.append(0 if vm == 0.0 else (1 if vm > 0 else -1))
             if math.isfinite(T):
                 x += T * (v + T * (0.5 * a0 + T * j / 6.0))
                 v += T * (a0 + T * 0.5 * j)
@@ -214,6 +227,7 @@ class PiecewiseReference(Reference):
                 t = _INF
         self._t0s = t0s
         self._table = table
+        self._dirs = dirs
         self._origin = float(origin_s)
         self._repeat = bool(repeat)
         self._period = t if repeat else _INF
@@ -223,12 +237,6 @@ class PiecewiseReference(Reference):
         self._lo, self._hi = float(bounds[0]), float(bounds[1])
         self.period_s = self._period if repeat else None
         self.constant_speed_window = constant_speed_window
-        # direction of motion per segment (sign of the velocity inside it, 0 at rest)
-        self._dirs = []
-        for (T, _, _), (x0, v0, a0, j, *_rest) in zip(segments, table):
-            tm = 0.5 * T if math.isfinite(T) else 1.0
-            vm = v0 + tm * (a0 + tm * 0.5 * j)
-            self._dirs.append(0 if vm == 0.0 else (1 if vm > 0 else -1))
 
     def sample(self, t_s: float) -> Sample:
         tau = t_s - self._origin
@@ -322,7 +330,7 @@ def make_reference(cfg: ReferenceConfig, rad_per_count: float, duration_s: float
         dwell = float(cfg.dwell_s)
         # one period = dwell at k·step, then the move to (k+1)·step; the first dwell lies before
         # start_s, so the first move begins at start_s and each dwell sits exactly on k·step
-        segments = ([(dwell, 0.0, 0.0)] if dwell > 0 else []) + move
+        segments = [(dwell, 0.0, 0.0, 0.0)] + move
         window = _cruise_window(move, start, duration_s)
         return PiecewiseReference(segments, origin_s=start - dwell, repeat=True, shift_rad=step,
                                   bounds=(min(0.0, step), max(0.0, step)),
@@ -331,10 +339,11 @@ def make_reference(cfg: ReferenceConfig, rad_per_count: float, duration_s: float
         dist = float(cfg.distance_rad)
         fwd = rest_to_rest(dist, cfg.velocity_rad_s, cfg.max_accel_rad_s2, cfg.max_jerk_rad_s3)
         back = [(T, -a0, -j) for (T, a0, j) in fwd]
-        dwell = [(float(cfg.dwell_s), 0.0, 0.0)] if cfg.dwell_s > 0 else []
+        dwell = float(cfg.dwell_s)
         window = _cruise_window(fwd, start, duration_s)
-        return PiecewiseReference(fwd + dwell + back + dwell, origin_s=start, repeat=True,
-                                  bounds=(0.0, dist), constant_speed_window=window)
+        segments = fwd + [(dwell, 0.0, 0.0, dist)] + back + [(dwell, 0.0, 0.0, 0.0)]
+        return PiecewiseReference(segments, origin_s=start, repeat=True, bounds=(0.0, dist),
+                                  constant_speed_window=window)
     raise ValueError(f"kind: unknown reference kind {kind!r}")
 
 

@@ -150,7 +150,7 @@ class RunLogWriter:
             "header": header,
         }
         try:
-            header_json = json.dumps(meta, sort_keys=False).encode("utf-8")
+            header_json = json.dumps(meta).encode("utf-8")
         except (TypeError, ValueError) as err:
             raise TypeError(f"run log header is not JSON-serialisable: {err}") from err
 
@@ -397,85 +397,75 @@ def read_log(path: PathLike, *, strict: bool = False) -> RunLog:
     blob = Path(path).read_bytes()
     meta, off = _parse_header(blob, name)
     columns = tuple(meta["columns"])
-    ncols = len(columns)
-    chunk_rows = meta["chunk_rows"]
-
-    parts: list[np.ndarray] = []
-    rows = 0
-    complete = torn = False
-    problem: str | None = None
-    size = len(blob)
-
-    def torn_at(what: str, need: int) -> str:
-        return (f"{name}: {what} at byte offset {off} torn (file ends after {size - off} of "
-                f"{need} bytes); recovered {rows} rows before it")
-
-    while True:
-        if off == size:
-            problem = (f"{name}: no end record at byte offset {off} (writer killed, crashed or "
-                       f"still running); recovered {rows} rows")
-            break
-        tag = blob[off:off + 4]
-        if tag == CHUNK_TAG:
-            if size - off < _CHUNK_HEAD.size:
-                torn, problem = True, torn_at("chunk", _CHUNK_HEAD.size)
-                break
-            _, n, crc = _CHUNK_HEAD.unpack_from(blob, off)
-            if not 1 <= n <= chunk_rows:
-                problem = (f"{name}: chunk at byte offset {off}: bad row count {n} (chunk_rows "
-                           f"{chunk_rows}); recovered {rows} rows before it")
-                break
-            need = _CHUNK_HEAD.size + n * ncols * 8
-            if size - off < need:
-                torn, problem = True, torn_at("chunk", need)
-                break
-            start = off + _CHUNK_HEAD.size
-            if zlib.crc32(memoryview(blob)[start:off + need]) != crc:
-                problem = f"{name}: chunk at byte offset {off}: CRC mismatch; recovered {rows} rows before it"
-                break
-            parts.append(np.frombuffer(blob, dtype=_F64, count=n * ncols, offset=start).reshape(n, ncols))
-            rows += n
-            off += need
-        elif tag == END_TAG:
-            if size - off < _END.size:
-                torn, problem = True, torn_at("end record", _END.size)
-                break
-            _, total, crc = _END.unpack_from(blob, off)
-            if zlib.crc32(blob[off + 4:off + 12]) != crc:
-                problem = f"{name}: end record at byte offset {off}: CRC mismatch; recovered {rows} rows before it"
-            elif total != rows:
-                problem = (f"{name}: end record at byte offset {off} says {total} rows but the "
-                           f"chunks before it hold {rows}")
-            elif off + _END.size != size:
-                problem = (f"{name}: {size - off - _END.size} unexpected bytes after the end record "
-                           f"at byte offset {off}")
-            else:
-                complete = True
-            break
-        elif not blob[off:].strip(b"\0"):
-            torn = True
-            problem = (f"{name}: zero-filled tail from byte offset {off} (typical of a power "
-                       f"loss); recovered {rows} rows before it")
-            break
-        elif len(tag) < 4 and (CHUNK_TAG.startswith(tag) or END_TAG.startswith(tag)):
-            torn, problem = True, torn_at("record", 4)
-            break
-        else:
-            problem = f"{name}: record at byte offset {off}: bad tag {tag!r}; recovered {rows} rows before it"
-            break
-
+    parts, complete, torn, problem = _scan_records(blob, off, name, len(columns), meta["chunk_rows"])
     if strict and problem is not None:
         raise LogFormatError(problem)
-    data = (np.concatenate(parts) if parts else np.empty((0, ncols), dtype=_F64)).astype(np.float64, copy=False)
+    data = np.concatenate(parts) if parts else np.empty((0, len(columns)), dtype=_F64)
     return RunLog(
         header=meta["header"],
         columns=columns,
         units=meta["units"],
-        data=data,
+        data=data.astype(np.float64, copy=False),  # native order (a copy only on big-endian)
         complete=complete,
         torn_tail=torn,
         problem=problem,
     )
+
+
+def _scan_records(
+    blob: bytes, off: int, name: str, ncols: int, chunk_rows: int
+) -> tuple[list[np.ndarray], bool, bool, str | None]:
+    """Chunk and end records from ``off``: (row blocks, complete, torn_tail, problem)."""
+    parts: list[np.ndarray] = []
+    rows = 0
+    size = len(blob)
+
+    def torn(what: str, need: int) -> tuple[list[np.ndarray], bool, bool, str]:
+        return parts, False, True, (f"{name}: {what} at byte offset {off} torn (file ends after "
+                                    f"{size - off} of {need} bytes); recovered {rows} rows before it")
+
+    def corrupt(what: str) -> tuple[list[np.ndarray], bool, bool, str]:
+        return parts, False, False, f"{name}: {what}; recovered {rows} rows before it"
+
+    while off < size:
+        tag = blob[off:off + 4]
+        if tag == CHUNK_TAG:
+            if size - off < _CHUNK_HEAD.size:
+                return torn("chunk", _CHUNK_HEAD.size)
+            _, n, crc = _CHUNK_HEAD.unpack_from(blob, off)
+            if not 1 <= n <= chunk_rows:
+                return corrupt(f"chunk at byte offset {off}: bad row count {n} (chunk_rows {chunk_rows})")
+            need = _CHUNK_HEAD.size + n * ncols * 8
+            if size - off < need:
+                return torn("chunk", need)
+            start = off + _CHUNK_HEAD.size
+            if zlib.crc32(memoryview(blob)[start:off + need]) != crc:
+                return corrupt(f"chunk at byte offset {off}: CRC mismatch")
+            parts.append(np.frombuffer(blob, _F64, n * ncols, start).reshape(n, ncols))
+            rows += n
+            off += need
+        elif tag == END_TAG:
+            if size - off < _END.size:
+                return torn("end record", _END.size)
+            _, total, crc = _END.unpack_from(blob, off)
+            if zlib.crc32(blob[off + 4:off + 12]) != crc:
+                return corrupt(f"end record at byte offset {off}: CRC mismatch")
+            if total != rows:
+                return parts, False, False, (f"{name}: end record at byte offset {off} says {total} "
+                                             f"rows but the chunks before it hold {rows}")
+            if off + _END.size != size:
+                return parts, False, False, (f"{name}: {size - off - _END.size} unexpected bytes "
+                                             f"after the end record at byte offset {off}")
+            return parts, True, False, None
+        elif not blob[off:].strip(b"\0"):
+            return parts, False, True, (f"{name}: zero-filled tail from byte offset {off} (as after "
+                                        f"a power loss); recovered {rows} rows before it")
+        elif len(tag) < 4 and (CHUNK_TAG.startswith(tag) or END_TAG.startswith(tag)):
+            return torn("record", 4)
+        else:
+            return corrupt(f"record at byte offset {off}: bad tag {tag!r}")
+    return parts, False, False, (f"{name}: no end record at byte offset {off} (writer killed, "
+                                 f"crashed or still running); recovered {rows} rows")
 
 
 def _parse_header(blob: bytes, name: str) -> tuple[dict[str, Any], int]:

@@ -174,7 +174,7 @@ def test_steps_trapezoid_with_cruise():
     check_pieces(ref, 0.2, rest_to_rest(0.01, 0.05, 1.0), 0.05, 1.0)
 
 
-@pytest.mark.parametrize("d, case", [(0.01, "full"), (1e-4, "no cruise"), (1e-6, "no const accel")])
+@pytest.mark.parametrize("d, case", [(0.01, "full"), (2e-3, "no cruise"), (1e-4, "no const accel")])
 def test_steps_s_curve_respects_jerk_accel_velocity(d, case):
     v, a, j = 0.05, 1.0, 50.0
     segs = rest_to_rest(d, v, a, j)
@@ -254,8 +254,9 @@ def test_steps_random_limits(exp_d, negative, exp_v, exp_a, exp_j, dwell):
         if dwell > 0:
             assert ref.sample(t0 + t_move + 0.5 * dwell) == ((k + 1) * d, 0.0, 0.0)
         else:  # back to back: the velocity still passes through 0 between moves
-            x, vel, _ = ref.sample(t0 + t_move)
-            assert x == pytest.approx((k + 1) * d, rel=1e-9) and abs(vel) <= 1e-9 * v
+            x, vel, _ = ref.sample(t0 + t_move)  # t rounded to ~eps·t: vel to ~eps·t·a
+            assert x == pytest.approx((k + 1) * d, rel=1e-9)
+            assert abs(vel) <= 1e-9 * v + 64 * EPS * (t0 + t_move) * a
     # the move boundaries themselves: continuous across the switch, limits hold
     for t_b in (start, start + t_move, start + P):
         h = 1e-6 * t_move
@@ -273,7 +274,7 @@ def test_shipped_scan_scenario():
     assert ref.period_s == pytest.approx(2 * (t_move + dwell))
     assert ref.constant_speed_window == pytest.approx((start + v / a, start + t_move - v / a))
     w0, w1 = ref.constant_speed_window
-    for k in range(101):
+    for k in range(1, 100):
         assert ref.sample(w0 + (w1 - w0) * k / 100)[1:] == pytest.approx((v, 0.0), rel=1e-12)
     expected = [start + t_move + dwell + k * (t_move + dwell) for k in range(4)]  # 2.5, 4.8, 7.1, 9.4
     revs = ref.reversals(10.0)

@@ -1,0 +1,204 @@
+"""Gain scheduling: identified parameter sets for operating regions, blended smoothly.
+
+Scheduling variables: temperature_c [°C], payload_kg [kg], speed_rad_s (|v_ref| [rad/s]) and the
+direction of v_ref. Per tick (:meth:`Scheduler.update`):
+
+1. hysteresis: each continuous variable passes through a play (backlash) of width h:
+   x_h ← clamp(x_h, x − h, x + h). Dithering within ±h changes nothing; a set whose region the
+   variable leaves stays fully in until the variable is more than h outside. The direction is
+   held while v_ref is 0. Unknown variables (NaN) do not discriminate between sets.
+2. membership of each set: the product over variables of μ(x_h), μ = 1 inside [lo, hi] and
+   falling smoothly (smoothstep) to 0 over the blend width outside it — continuous in x.
+3. target weights: memberships normalised to sum 1 (all zero: hold the present weights, flag
+   ``uncovered``; at start the first set is the default).
+4. weights move toward the target along a straight line at most weight_rate_per_s·dt per tick
+   (the sum stays 1), so the blended parameters change continuously in time as well.
+5. blend: LuGre fields (and PID gains) as weight-averaged values. Every constraint of a LuGre set
+   (Fc > 0, Fs >= Fc, vs, sigma0 > 0, sigma1, sigma2 >= 0) is preserved by a convex combination,
+   and the result is built through the validating constructor anyway. Passivity is not convex:
+   the blend's margin is checked and any negative one recorded in ``warnings``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+
+from .estimation_config import ScheduleConfig
+from .friction import DirectionalParams, FrictionParams, LuGreParams, passivity_warning
+from .gains import PIDGains
+
+NAN = float("nan")
+VARIABLES = ("temperature_c", "payload_kg", "speed_rad_s")
+_LUGRE_FIELDS = tuple(f.name for f in fields(LuGreParams))
+_PID_FIELDS = tuple(f.name for f in fields(PIDGains))
+
+
+def smoothstep(t: float) -> float:
+    """3t² − 2t³ on [0, 1], clamped outside: C¹ from 0 to 1."""
+    if t <= 0.0:
+        return 0.0
+    if t >= 1.0:
+        return 1.0
+    return t * t * (3.0 - 2.0 * t)
+
+
+def membership(x: float, lo: float, hi: float, width: float) -> float:
+    """1 on [lo, hi], smoothly to 0 over ``width`` outside it (hard edge for width 0)."""
+    if x < lo:
+        return smoothstep((x - (lo - width)) / width) if width > 0.0 else 0.0
+    if x > hi:
+        return smoothstep(((hi + width) - x) / width) if width > 0.0 else 0.0
+    return 1.0
+
+
+def _weighted(values, weights) -> float:
+    total = 0.0
+    for w, x in zip(weights, values):
+        if w > 0.0:
+            total += w * x  # inf stays inf (an unlimited output limit in any set in use)
+    return total
+
+
+def blend_lugre(sets: tuple[LuGreParams, ...], weights: tuple[float, ...]) -> LuGreParams:
+    """Field-wise weighted average (weights >= 0, sum 1); validated by the constructor."""
+    return LuGreParams(**{name: _weighted([getattr(p, name) for p in sets], weights)
+                          for name in _LUGRE_FIELDS})
+
+
+def blend_friction(sets: tuple[FrictionParams, ...], weights: tuple[float, ...]) -> FrictionParams:
+    """Blend flat and directional sets; directional when any set is (forward with forward)."""
+    if not any(isinstance(p, DirectionalParams) for p in sets):
+        return blend_lugre(sets, weights)
+    fwd = tuple(p.forward if isinstance(p, DirectionalParams) else p for p in sets)
+    rev = tuple(p.reverse if isinstance(p, DirectionalParams) else p for p in sets)
+    return DirectionalParams(blend_lugre(fwd, weights), blend_lugre(rev, weights))
+
+
+def blend_pid(sets: tuple[PIDGains, ...], weights: tuple[float, ...]) -> PIDGains:
+    return PIDGains(**{name: _weighted([getattr(g, name) for g in sets], weights)
+                       for name in _PID_FIELDS})
+
+
+class Scheduler:
+    """Blends the sets of a :class:`ScheduleConfig`. ``base_pid``: gains of sets without ``pid``.
+
+    After each :meth:`update`: ``weights`` (tuple, one per set, sum 1), ``params`` (blended
+    friction), ``gains`` (blended PID, or None without any gains), ``active`` (name of the
+    heaviest set), ``uncovered``, ``changed`` (the blend was recomputed this tick), ``warnings``.
+    """
+
+    def __init__(self, cfg: ScheduleConfig, base_pid: PIDGains | None = None) -> None:
+        self.cfg = cfg
+        self.names = tuple(s.name for s in cfg.sets)
+        self._friction = tuple(s.friction for s in cfg.sets)
+        pids = tuple(s.pid or base_pid for s in cfg.sets)
+        self._pids = pids if all(p is not None for p in pids) else None
+        if self._pids is None and any(p is not None for p in pids):
+            raise ValueError("schedule: some sets have pid gains and no base gains are given "
+                             "for the others")
+        self._ranges = tuple(
+            tuple((name, getattr(s.region, name)) for name in VARIABLES
+                  if getattr(s.region, name) is not None)
+            for s in cfg.sets)
+        self._direction = tuple({"forward": 1, "reverse": -1, "any": 0}[s.region.direction]
+                                for s in cfg.sets)
+        self._width = {name: getattr(cfg.blend_width, name) for name in VARIABLES}
+        self._play = {name: getattr(cfg.hysteresis, name) for name in VARIABLES}
+        self.warnings: list[str] = []
+        self._warned: set[frozenset[str]] = set()
+        for s in cfg.sets:
+            message = passivity_warning(s.friction)
+            if message:
+                self.warnings.append(f"schedule set {s.name!r}: {message}")
+        self.reset()
+
+    def reset(self) -> None:
+        self._held = {name: NAN for name in VARIABLES}
+        self._dir = 0
+        self.weights: tuple[float, ...] = ()
+        self.params: FrictionParams = self._friction[0]
+        self.gains: PIDGains | None = self._pids[0] if self._pids else None
+        self.active = self.names[0]
+        self.uncovered = False
+        self.changed = False
+
+    def _play_step(self, name: str, x: float) -> float:
+        held = self._held[name]
+        if x != x:  # NaN: unknown, keep what we had
+            return held
+        if held != held:
+            held = x
+        else:
+            h = self._play[name]
+            held = x - h if held < x - h else (x + h if held > x + h else held)
+        self._held[name] = held
+        return held
+
+    def targets(self) -> tuple[float, ...] | None:
+        """Normalised memberships at the held variables, or None when no set covers them."""
+        mu = []
+        for ranges, direction in zip(self._ranges, self._direction):
+            m = 1.0
+            if direction and self._dir and direction != self._dir:
+                m = 0.0
+            for name, (lo, hi) in ranges:
+                x = self._held[name]
+                if m > 0.0 and x == x:
+                    m *= membership(x, lo, hi, self._width[name])
+            mu.append(m)
+        total = sum(mu)
+        return tuple(m / total for m in mu) if total > 0.0 else None
+
+    def update(self, dt_s: float, *, temperature_c: float = NAN, payload_kg: float = NAN,
+               speed_rad_s: float = NAN, direction: int = 0
+               ) -> tuple[FrictionParams, PIDGains | None, tuple[float, ...]]:
+        """One tick with the scheduling variables (NaN: unknown; direction: sign of v_ref, 0 =
+        at rest, keep the last). Returns (blended friction, blended gains, weights)."""
+        self._play_step("temperature_c", temperature_c)
+        self._play_step("payload_kg", payload_kg)
+        self._play_step("speed_rad_s", speed_rad_s)
+        if direction:
+            self._dir = 1 if direction > 0 else -1
+        target = self.targets()
+        self.uncovered = target is None
+        w = self.weights
+        if not w:  # first tick: no slew from nothing
+            if target is None:
+                target = (1.0,) + (0.0,) * (len(self.names) - 1)
+                self.warnings.append("schedule: no region covers the start point; "
+                                     f"using the first set {self.names[0]!r}")
+            new = target
+        elif target is None:
+            new = w
+        else:
+            step = self.cfg.weight_rate_per_s * dt_s
+            biggest = max(abs(t - x) for t, x in zip(target, w))
+            if biggest <= step:
+                new = target
+            else:
+                f = step / biggest
+                new = tuple(x + f * (t - x) for t, x in zip(target, w))
+        self.changed = new != w
+        if self.changed:
+            self.weights = new
+            self._blend()
+        return self.params, self.gains, self.weights
+
+    def _blend(self) -> None:
+        w = self.weights
+        heaviest = max(range(len(w)), key=w.__getitem__)
+        self.active = self.names[heaviest]
+        if w[heaviest] == 1.0:  # one set alone: no blending, no allocation
+            self.params = self._friction[heaviest]
+            self.gains = self._pids[heaviest] if self._pids else None
+            return
+        self.params = blend_friction(self._friction, w)
+        self.gains = blend_pid(self._pids, w) if self._pids else None
+        mixed = frozenset(name for name, x in zip(self.names, w) if x > 0.0)
+        if mixed not in self._warned:
+            message = passivity_warning(self.params)
+            if message:  # once per combination of sets
+                self._warned.add(mixed)
+                self.warnings.append(f"schedule blend of {', '.join(sorted(mixed))} "
+                                     f"(weights {', '.join(f'{x:.3f}' for x in w)}): {message}")

@@ -1,0 +1,743 @@
+"""A CiA 402 servo drive over CANopen in cyclic synchronous torque mode (CST, 0x6060 = 10).
+
+Two paths, deliberately different:
+
+- **Configuration** (``open``) uses the ``canopen`` library: a Network on the configured
+  python-can interface/channel, a RemoteNode (object dictionary from ``eds_path``, or the minimal
+  one built in :func:`minimal_object_dictionary`), NMT pre-operational, SDO reads of rated torque
+  0x6076, rated current 0x6075 and supported modes 0x6502, SDO writes of mode 0x6060 = 10 and the
+  heartbeats (producer 0x1017, consumer 0x1016 when the drive has it), the PDO mapping through
+  the canopen PDO API (:data:`TPDO1`, :data:`TPDO2`, :data:`RPDO1`, transmission type 1), NMT
+  operational, and a heartbeat in OPERATIONAL before ``open`` returns — a node that sends no
+  heartbeat cannot be supervised and is refused.
+- **The tick** (``read``/``write``) uses raw python-can frames: ``read`` sends SYNC (0x080) and
+  waits at most ``timeout_s`` for TPDO1 + TPDO2, filed by a listener attached to the network's
+  own Notifier (python-can ≥ 4.6 allows one Notifier per bus); ``write`` sends RPDO1 (target
+  torque ‰, controlword), which the drive applies at the next SYNC. Frames that arrive outside
+  the wait for them are counted as late and dropped; ``sequence`` advances only on a complete
+  fresh TPDO pair.
+
+The master heartbeat the drive consumes (0x1016) is sent from the tick, not from a background
+timer: a loop that stops ticking must let the drive's heartbeat consumer expire.
+
+Faults: an EMCY latches FAULT in the feedback (code and decoded text); only :meth:`reset_fault`
+sends the rising edge of controlword bit 7, and it disables first. ``enable`` never resets a
+fault. Units at this interface are SI (rad, A, N·m, s); ‰ and counts stay inside this module.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import math
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
+
+import can
+import canopen
+from canopen.objectdictionary import ODArray, ODRecord, ODVariable, ObjectDictionary
+from canopen.objectdictionary import datatypes as dt
+from canopen.sdo import SdoAbortedError, SdoCommunicationError
+
+from controller.config import Config
+
+from .backend import Backend, Clock, DriveState, Feedback
+from .cia402_protocol import (
+    CAN_ERR_BUSOFF, CAN_ERR_RESTARTED, CW_DISABLE_VOLTAGE, CW_ENABLE_OPERATION, CW_FAULT_RESET_BIT,
+    ENABLE_STEPS, HB_OPERATIONAL, HB_STATE_NAMES, HEARTBEAT_BASE, MODE_CST, NMT_COB_ID,
+    NMT_PRE_OPERATIONAL, OD_CONSUMER_HEARTBEAT, OD_MODES_OF_OPERATION,
+    OD_MODES_OF_OPERATION_DISPLAY, OD_PRODUCER_HEARTBEAT, OD_RATED_CURRENT, OD_RATED_TORQUE,
+    OD_SUPPORTED_DRIVE_MODES, PDO_TRANSMISSION_SYNC, RPDO1, SYNC_COB_ID, TPDO1, TPDO2, CobIds, Emcy,
+    PdoLayout, PowerState, counts_to_rad, cycle_bits_worst_case, decode_emcy, decode_statusword,
+    describe_error_frame, from_permille, i32_delta, permille_limit, supports_cst, to_permille,
+)
+from .errors import BackendError, CommunicationError, DriveFaultError, EnableError, ProtocolError
+
+log = logging.getLogger(__name__)
+
+NAN = float("nan")
+
+# The objects we configure through the canopen PDO API: (kind, number) → layout.
+PDO_LAYOUTS: dict[tuple[str, int], PdoLayout] = {("tpdo", 1): TPDO1, ("tpdo", 2): TPDO2, ("rpdo", 1): RPDO1}
+
+# States with the power stage on (torque possible or about to be).
+_POWERED = (PowerState.OPERATION_ENABLED, PowerState.QUICK_STOP_ACTIVE, PowerState.SWITCHED_ON,
+            PowerState.READY_TO_SWITCH_ON)
+
+
+@dataclass(frozen=True)
+class Cia402Settings:
+    """Everything the CiA 402 backend needs, with units."""
+
+    interface: str = "virtual"  # python-can interface
+    channel: str = "vcan0"  # python-can channel
+    bitrate: int = 1_000_000  # [bit/s]
+    node_id: int = 1  # CANopen node id of the drive, 1..127
+    timeout_s: float = 0.002  # wait for the TPDOs after SYNC [s]
+    heartbeat_timeout_s: float = 0.5  # drive heartbeat older than this ⇒ link lost; drive-side consumer time [s]
+    heartbeat_period_s: float = 0.1  # drive producer time 0x1017, and the master heartbeat period [s]
+    master_node_id: int = 127  # node id the master's heartbeat is sent under (0x700 + id)
+    counts_per_rev: int = 2**24  # position actual 0x6064 [counts/rev]
+    eds_path: str = ""  # EDS of the drive; "" = the minimal object dictionary built in code
+    state_timeout_s: float = 0.5  # bound for disable and fault-reset confirmations [s]
+
+    def __post_init__(self) -> None:
+        checks = (
+            (1 <= self.node_id <= 127, "node_id", f"must be 1..127, got {self.node_id}"),
+            (1 <= self.master_node_id <= 127, "master_node_id", f"must be 1..127, got {self.master_node_id}"),
+            (self.master_node_id != self.node_id, "master_node_id", "must differ from node_id"),
+            (self.timeout_s > 0, "timeout_s", f"must be > 0, got {self.timeout_s}"),
+            (0 < self.heartbeat_period_s < self.heartbeat_timeout_s, "heartbeat_period_s",
+             f"must be in (0, heartbeat_timeout_s = {self.heartbeat_timeout_s}), got {self.heartbeat_period_s}"),
+            (self.heartbeat_period_s * 1000 <= 0xFFFF, "heartbeat_period_s", "must fit 0x1017 (≤ 65.535 s)"),
+            (self.counts_per_rev >= 4, "counts_per_rev", f"must be >= 4, got {self.counts_per_rev}"),
+            (self.state_timeout_s > 0, "state_timeout_s", f"must be > 0, got {self.state_timeout_s}"),
+        )
+        for ok, name, message in checks:
+            if not ok:
+                raise ValueError(f"drive.{name}: {message}")
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> "Cia402Settings":
+        """From ``cfg.drive``. Fields DriveConfig does not have yet (eds_path, counts_per_rev,
+        heartbeat_period_s, master_node_id) fall back to the defaults here, counts_per_rev to
+        ``plant.encoder``."""
+        d = cfg.drive
+        return cls(
+            interface=d.interface, channel=d.channel, bitrate=d.bitrate, node_id=d.node_id,
+            timeout_s=d.timeout_s, heartbeat_timeout_s=d.heartbeat_timeout_s,
+            heartbeat_period_s=getattr(d, "heartbeat_period_s", cls.heartbeat_period_s),
+            master_node_id=getattr(d, "master_node_id", cls.master_node_id),
+            counts_per_rev=getattr(d, "counts_per_rev", cfg.plant.encoder.counts_per_rev),
+            eds_path=getattr(d, "eds_path", cls.eds_path),
+        )
+
+
+# --- the minimal object dictionary ----------------------------------------------------------------
+
+
+def _var(name: str, index: int, subindex: int, data_type: int, access: str,
+         default: Optional[int] = None, pdo: bool = False) -> ODVariable:
+    v = ODVariable(name, index, subindex)
+    v.data_type, v.access_type, v.default, v.pdo_mappable = data_type, access, default, pdo
+    return v
+
+
+def _record(name: str, index: int, members: list[ODVariable], array: bool = False) -> ODRecord | ODArray:
+    r = ODArray(name, index) if array else ODRecord(name, index)
+    for m in members:
+        r.add_member(m)
+    return r
+
+
+def minimal_object_dictionary(node_id: int) -> ObjectDictionary:
+    """The objects this project touches on a CiA 402 CST drive, typed as CiA 301/402 define
+    them. Defaults: every PDO invalid and unmapped (the master configures them), heartbeats off,
+    rated current 3 A, rated torque 1 N·m, only CST supported."""
+    od = ObjectDictionary()
+    od.node_id = node_id
+    add = od.add_object
+    add(_var("Device type", 0x1000, 0, dt.UNSIGNED32, "ro", 0x00020192))  # profile 402, servo
+    add(_var("Error register", 0x1001, 0, dt.UNSIGNED8, "ro", 0))
+    add(_var("COB-ID SYNC", 0x1005, 0, dt.UNSIGNED32, "rw", SYNC_COB_ID))
+    add(_var("COB-ID EMCY", 0x1014, 0, dt.UNSIGNED32, "rw", 0x80 + node_id))
+    add(_record("Consumer heartbeat time", OD_CONSUMER_HEARTBEAT, [
+        _var("Number of entries", OD_CONSUMER_HEARTBEAT, 0, dt.UNSIGNED8, "ro", 1),
+        _var("Consumer heartbeat time 1", OD_CONSUMER_HEARTBEAT, 1, dt.UNSIGNED32, "rw", 0),
+    ], array=True))
+    add(_var("Producer heartbeat time", OD_PRODUCER_HEARTBEAT, 0, dt.UNSIGNED16, "rw", 0))
+    add(_record("Identity object", 0x1018, [
+        _var("Number of entries", 0x1018, 0, dt.UNSIGNED8, "ro", 1),
+        _var("Vendor-ID", 0x1018, 1, dt.UNSIGNED32, "ro", 0),
+    ]))
+    for n in range(4):
+        for kind, comm, mapping, base in (("RPDO", 0x1400, 0x1600, 0x200), ("TPDO", 0x1800, 0x1A00, 0x180)):
+            cob = (1 << 31) | (base + 0x100 * n + node_id)
+            comm_members = [
+                _var("Highest sub-index supported", comm + n, 0, dt.UNSIGNED8, "ro", 5),
+                _var("COB-ID used by PDO", comm + n, 1, dt.UNSIGNED32, "rw", cob),
+                _var("Transmission type", comm + n, 2, dt.UNSIGNED8, "rw", 0xFF),
+                _var("Inhibit time", comm + n, 3, dt.UNSIGNED16, "rw", 0),
+                _var("Event timer", comm + n, 5, dt.UNSIGNED16, "rw", 0),
+            ]
+            add(_record(f"{kind} {n + 1} communication parameter", comm + n, comm_members))
+            map_members = [_var("Number of mapped objects", mapping + n, 0, dt.UNSIGNED8, "rw", 0)]
+            map_members += [_var(f"Mapped object {k}", mapping + n, k, dt.UNSIGNED32, "rw", 0)
+                            for k in range(1, 9)]
+            add(_record(f"{kind} {n + 1} mapping parameter", mapping + n, map_members))
+    add(_var("Controlword", 0x6040, 0, dt.UNSIGNED16, "rw", 0, pdo=True))
+    add(_var("Statusword", 0x6041, 0, dt.UNSIGNED16, "ro", 0, pdo=True))
+    add(_var("Modes of operation", OD_MODES_OF_OPERATION, 0, dt.INTEGER8, "rw", 0, pdo=True))
+    add(_var("Modes of operation display", OD_MODES_OF_OPERATION_DISPLAY, 0, dt.INTEGER8, "ro", 0, pdo=True))
+    add(_var("Position actual value", 0x6064, 0, dt.INTEGER32, "ro", 0, pdo=True))
+    add(_var("Target torque", 0x6071, 0, dt.INTEGER16, "rw", 0, pdo=True))
+    add(_var("Motor rated current", OD_RATED_CURRENT, 0, dt.UNSIGNED32, "rw", 3000))  # [mA]
+    add(_var("Motor rated torque", OD_RATED_TORQUE, 0, dt.UNSIGNED32, "rw", 1000))  # [mN·m]
+    add(_var("Torque actual value", 0x6077, 0, dt.INTEGER16, "ro", 0, pdo=True))
+    add(_var("Current actual value", 0x6078, 0, dt.INTEGER16, "ro", 0, pdo=True))
+    add(_var("Supported drive modes", OD_SUPPORTED_DRIVE_MODES, 0, dt.UNSIGNED32, "ro", 1 << 9))
+    return od
+
+
+# --- the receive side of the tick -----------------------------------------------------------------
+
+
+class _Inbox(can.Listener):
+    """Files the drive's cyclic frames; runs in the network's Notifier thread.
+
+    TPDOs count only while the tick waits for them (``arm`` … ``wait_pair``); others are late.
+    EMCY payloads queue for the tick; heartbeats update state and arrival time (monotonic).
+    ``on_error`` is deliberately not implemented: a dying receive thread must stay dead and be
+    reported (``Notifier.exception``), not spin.
+    """
+
+    def __init__(self, ids: CobIds) -> None:
+        self._tpdo1, self._tpdo2 = ids.tpdo(1), ids.tpdo(2)
+        self._emcy_id, self._hb_id = ids.emcy, ids.heartbeat
+        self._cond = threading.Condition()
+        self._armed = False
+        self._t1: Optional[bytes] = None
+        self._t2: Optional[bytes] = None
+        self.late_frames = 0
+        self.emcy: collections.deque[bytes] = collections.deque(maxlen=64)
+        self.heartbeats = 0
+        self.hb_state: Optional[int] = None
+        self.hb_monotonic_s = -math.inf
+        self.error_frames = 0
+        self.last_error_frame = ""
+        self.bus_off = False
+
+    def on_message_received(self, msg: can.Message) -> None:
+        if msg.is_error_frame:
+            self.error_frames += 1
+            self.last_error_frame = describe_error_frame(msg.arbitration_id)
+            if msg.arbitration_id & CAN_ERR_BUSOFF:
+                self.bus_off = True
+            elif msg.arbitration_id & CAN_ERR_RESTARTED:
+                self.bus_off = False
+            return
+        cid = msg.arbitration_id
+        if cid == self._tpdo1 or cid == self._tpdo2:
+            with self._cond:
+                if not self._armed:
+                    self.late_frames += 1
+                    return
+                if cid == self._tpdo1:
+                    self._t1 = bytes(msg.data)
+                else:
+                    self._t2 = bytes(msg.data)
+                if self._t1 is not None and self._t2 is not None:
+                    self._cond.notify_all()
+        elif cid == self._emcy_id:
+            self.emcy.append(bytes(msg.data))
+        elif cid == self._hb_id and msg.dlc >= 1:
+            with self._cond:
+                self.hb_state = msg.data[0] & 0x7F
+                self.hb_monotonic_s = time.monotonic()
+                self.heartbeats += 1
+                self._cond.notify_all()
+
+    def arm(self) -> None:
+        with self._cond:
+            self._armed, self._t1, self._t2 = True, None, None
+
+    def wait_pair(self, timeout_s: float) -> Optional[tuple[bytes, bytes]]:
+        """TPDO1 and TPDO2 received since ``arm``, or None after ``timeout_s``."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._t1 is not None and self._t2 is not None, timeout_s)
+            self._armed = False
+            if self._t1 is None or self._t2 is None:
+                if self._t1 is not None or self._t2 is not None:
+                    self.late_frames += 1  # half a pair is as good as none
+                return None
+            return self._t1, self._t2
+
+    def wait_heartbeat(self, accept: Callable[[int], bool], timeout_s: float) -> bool:
+        """Wait for a heartbeat received from now on whose state ``accept`` takes."""
+        with self._cond:
+            n0 = self.heartbeats
+            return self._cond.wait_for(
+                lambda: self.heartbeats > n0 and self.hb_state is not None and accept(self.hb_state),
+                timeout_s)
+
+
+# --- the backend ----------------------------------------------------------------------------------
+
+
+class Cia402Backend(Backend):
+    """CiA 402 drive in CST. ``network`` (a canopen Network, connected or not) or ``bus`` (a
+    python-can bus with no Notifier yet) may be injected; what this object connects it also
+    disconnects, what it was given it leaves open."""
+
+    name = "cia402"
+
+    def __init__(self, settings: Cia402Settings, clock: Clock, *,
+                 network: Optional[canopen.Network] = None, bus: Optional[can.BusABC] = None) -> None:
+        super().__init__()
+        if network is not None and bus is not None:
+            raise ValueError("pass network or bus, not both")
+        self.settings = settings
+        self._clock = clock
+        self._ids = CobIds(settings.node_id)
+        self._where = f"cia402 node {settings.node_id}"
+        self._given_network, self._given_bus = network, bus
+        self._network: Optional[canopen.Network] = None
+        self._bus: Optional[can.BusABC] = None
+        self._node: Optional[canopen.RemoteNode] = None
+        self._owns_connection = False  # we connected the network: we disconnect it
+        self._owns_notifier = False  # we started a Notifier on a given bus: we stop it
+        self._inbox = _Inbox(self._ids)
+        self._sync_msg = can.Message(arbitration_id=SYNC_COB_ID, data=b"", is_extended_id=False)
+        self._hb_msg = can.Message(arbitration_id=HEARTBEAT_BASE + settings.master_node_id,
+                                   data=bytes([HB_OPERATIONAL]), is_extended_id=False)
+        self._master_heartbeat = False  # the drive consumes our heartbeat (0x1016 accepted)
+        self._next_master_hb_s = 0.0  # monotonic
+        self._cw = CW_DISABLE_VOLTAGE  # controlword sent with every RPDO
+        self.rated_torque_nm = NAN  # 0x6076, read at open
+        self.rated_current_a = NAN  # 0x6075, read at open
+        # feedback state
+        self._power: Optional[PowerState] = None
+        self._statusword = 0
+        self._raw_position: Optional[int] = None
+        self._position_counts = 0  # unwrapped
+        self._current_a = NAN
+        self._torque_nm = NAN
+        self._sequence = 0
+        self._t_sample_s = NAN  # loop-clock time of the last fresh sample
+        self._fault: Optional[Emcy] = None  # latched until reset_fault()
+        # counters
+        self.missed_samples = 0  # ticks whose TPDO pair did not arrive within timeout_s
+        self.saturated_writes = 0  # torque commands clipped to the i16 ‰ range
+
+    @classmethod
+    def from_config(cls, cfg: Config, clock: Clock, *, network: Optional[canopen.Network] = None,
+                    bus: Optional[can.BusABC] = None) -> "Cia402Backend":
+        return cls(Cia402Settings.from_config(cfg), clock, network=network, bus=bus)
+
+    # --- facts -----------------------------------------------------------------------------------
+    @property
+    def power_state(self) -> Optional[PowerState]:
+        """The drive's power state from the last statusword (None before the first sample)."""
+        return self._power
+
+    @property
+    def late_frames(self) -> int:
+        return self._inbox.late_frames
+
+    @property
+    def error_frames(self) -> int:
+        return self._inbox.error_frames
+
+    def max_rate_hz(self) -> float:
+        """The cycle's worst-case bus time at 100 % load: SYNC + TPDO1 + TPDO2 + RPDO1 [Hz]."""
+        return self.settings.bitrate / cycle_bits_worst_case()
+
+    # --- lifecycle hooks -------------------------------------------------------------------------
+    def _open(self) -> None:
+        try:
+            self._connect()
+            self._configure()
+        except BaseException:
+            self._release()
+            raise
+
+    def _close(self) -> None:
+        if self._node is not None:
+            try:
+                self._send(NMT_COB_ID, bytes([NMT_PRE_OPERATIONAL, self.settings.node_id]))
+            except BackendError as err:
+                log.warning("%s: close: NMT pre-operational not sent: %s", self._where, err)
+        self._release()
+
+    def _enable(self, timeout_s: float) -> None:
+        try:
+            self._enable_steps(timeout_s)
+        except BaseException:
+            try:
+                self._disable()
+            except BackendError as err:
+                log.error("%s: enable failed and so did the disable after it: %s", self._where, err)
+            raise
+
+    def _disable(self) -> None:
+        """Target torque 0 with disable voltage (transitions 7/9/10/12 → SWITCH ON DISABLED),
+        confirmed by the statusword within ``state_timeout_s``."""
+        self._cw = CW_DISABLE_VOLTAGE
+        state = self._drive_until(CW_DISABLE_VOLTAGE, lambda s: s is not None and s not in _POWERED,
+                                  self.settings.state_timeout_s, fault_ok=True)
+        if state is None or state in _POWERED:
+            seen = state.value if state else "no statusword"
+            raise CommunicationError(f"{self._where}: disable not confirmed within "
+                                     f"{self.settings.state_timeout_s} s (last: {seen})")
+
+    def _reset_fault(self) -> None:
+        """Disable, let the fault reaction finish, then one rising edge of controlword bit 7
+        (transition 15). Raises DriveFaultError if the drive stays in FAULT."""
+        self.disable()
+        t = self.settings.state_timeout_s
+        state = self._drive_until(CW_DISABLE_VOLTAGE,  # bit 7 low, and FAULT REACTION over
+                                  lambda s: s is not None and s is not PowerState.FAULT_REACTION_ACTIVE,
+                                  t, fault_ok=True)
+        if state is PowerState.FAULT or self._fault is not None:
+            state = self._drive_until(CW_FAULT_RESET_BIT, lambda s: s is not None and not s.is_fault,
+                                      t, fault_ok=True)
+        self._cw = CW_DISABLE_VOLTAGE
+        self._poll(CW_DISABLE_VOLTAGE)  # bit 7 low again: the next reset is a new edge
+        if state is None or state.is_fault:
+            raise DriveFaultError(f"{self._where}: fault persists after reset ({self._fault_text()})",
+                                  self._fault.code if self._fault else 0)
+        if self._fault is not None:
+            log.info("%s: fault reset (%s)", self._where, self._fault.text)
+        self._fault = None
+
+    def _read(self) -> Feedback:
+        self._check_link()
+        pair = self._exchange()
+        self._drain_emcy()
+        if pair is not None:
+            self._ingest(pair)
+        else:
+            self.missed_samples += 1
+        return self._feedback()
+
+    def _write(self, torque_nm: float) -> None:
+        rated = self.rated_torque_nm
+        if abs(torque_nm) > permille_limit(rated):
+            self.saturated_writes += 1
+        permille = 0 if self._fault is not None else to_permille(torque_nm, rated)
+        self._send(self._ids.rpdo(1), RPDO1.pack(permille, self._cw))
+
+    # --- open: connect and configure -------------------------------------------------------------
+    def _connect(self) -> None:
+        s = self.settings
+        try:
+            if self._given_network is not None:
+                net = self._given_network
+                if net.bus is None:
+                    net.connect(interface=s.interface, channel=s.channel, bitrate=s.bitrate)
+                    self._owns_connection = True
+            elif self._given_bus is not None:
+                net = canopen.Network(self._given_bus)
+                net.connect()
+                self._owns_notifier = True
+            else:
+                net = canopen.Network()
+                self._network = net
+                net.connect(interface=s.interface, channel=s.channel, bitrate=s.bitrate)
+                self._owns_connection = True
+        except (can.CanError, OSError, ValueError) as err:
+            raise CommunicationError(f"{self._where}: cannot connect to {s.interface}:{s.channel}: {err}") from err
+        self._network, self._bus = net, net.bus
+        if net.notifier is None:
+            raise BackendError(f"{self._where}: the given network has no Notifier")
+        net.notifier.add_listener(self._inbox)
+        try:
+            od = s.eds_path or minimal_object_dictionary(s.node_id)
+            self._node = canopen.RemoteNode(s.node_id, od)
+        except (OSError, ValueError, KeyError) as err:
+            raise BackendError(f"{self._where}: drive.eds_path {s.eds_path!r}: {err}") from err
+        net.add_node(self._node)
+
+    def _configure(self) -> None:
+        s, node = self.settings, self._node
+        assert node is not None
+        with self._translating("NMT pre-operational"):
+            node.nmt.state = "PRE-OPERATIONAL"
+        rated_torque_mnm = self._sdo_read(OD_RATED_TORQUE, 0, "<I", "rated torque")
+        rated_current_ma = self._sdo_read(OD_RATED_CURRENT, 0, "<I", "rated current")
+        modes = self._sdo_read(OD_SUPPORTED_DRIVE_MODES, 0, "<I", "supported drive modes")
+        if rated_torque_mnm == 0 or rated_current_ma == 0:
+            raise EnableError(f"{self._where}: rated torque 0x6076 = {rated_torque_mnm} mN·m, rated "
+                              f"current 0x6075 = {rated_current_ma} mA: both must be > 0")
+        if not supports_cst(modes):
+            raise EnableError(f"{self._where}: supported modes 0x6502 = 0x{modes:08X} lacks CST (bit 9)")
+        self.rated_torque_nm = rated_torque_mnm / 1000.0
+        self.rated_current_a = rated_current_ma / 1000.0
+        self._sdo_write(OD_MODES_OF_OPERATION, 0, struct.pack("<b", MODE_CST), "modes of operation")
+        self._confirm_mode()
+        period_ms = round(s.heartbeat_period_s * 1000)
+        self._sdo_write(OD_PRODUCER_HEARTBEAT, 0, struct.pack("<H", period_ms), "producer heartbeat")
+        self._configure_consumer_heartbeat()
+        self._configure_pdos()
+        with self._translating("NMT start"):
+            node.nmt.state = "OPERATIONAL"
+        self._confirm_operational()
+
+    def _confirm_mode(self) -> None:
+        deadline = time.monotonic() + self.settings.state_timeout_s
+        while True:
+            shown = self._sdo_read(OD_MODES_OF_OPERATION_DISPLAY, 0, "<b", "modes of operation display")
+            if shown == MODE_CST:
+                return
+            if time.monotonic() > deadline:
+                raise EnableError(f"{self._where}: modes of operation display 0x6061 = {shown} "
+                                  f"after writing {MODE_CST} (CST) to 0x6060")
+
+    def _configure_consumer_heartbeat(self) -> None:
+        s = self.settings
+        entry = s.master_node_id << 16 | round(s.heartbeat_timeout_s * 1000)
+        try:
+            self._sdo_write(OD_CONSUMER_HEARTBEAT, 1, struct.pack("<I", entry), "consumer heartbeat")
+        except CommunicationError:
+            raise
+        except BackendError as err:
+            log.warning("%s: the drive does not watch the master (%s); it will not notice a dead loop",
+                        self._where, err)
+            self._master_heartbeat = False
+        else:
+            self._master_heartbeat = True
+
+    def _configure_pdos(self) -> None:
+        """TPDO1/TPDO2/RPDO1 as :data:`PDO_LAYOUTS`, transmission type 1; the other pre-defined
+        PDOs invalid. The cyclic frames then bypass the canopen PDO objects (unsubscribed)."""
+        node, net = self._node, self._network
+        assert node is not None and net is not None
+        for kind, maps in (("tpdo", node.tpdo), ("rpdo", node.rpdo)):
+            for n, pdo in maps.map.items():
+                if pdo.predefined_cob_id is None:
+                    continue  # beyond the pre-defined set: leave as is
+                layout = PDO_LAYOUTS.get((kind, n))
+                pdo.clear()
+                pdo.cob_id = pdo.predefined_cob_id
+                pdo.rtr_allowed = False
+                pdo.enabled = layout is not None
+                pdo.trans_type = PDO_TRANSMISSION_SYNC if layout else None
+                for f in layout.fields if layout else ():
+                    if pdo.add_variable(f.index, f.subindex, f.bits) is None:
+                        raise BackendError(f"{self._where}: {layout.name}: object 0x{f.index:04X} "
+                                           f"is not in the object dictionary")
+                with self._translating(f"{kind.upper()}{n} configuration"):
+                    pdo.save()
+                if pdo.enabled:
+                    net.unsubscribe(pdo.cob_id, pdo.on_message)
+
+    def _confirm_operational(self) -> None:
+        s = self.settings
+        if self._inbox.wait_heartbeat(lambda st: st == HB_OPERATIONAL, s.heartbeat_timeout_s):
+            return
+        if self._inbox.heartbeats == 0:
+            raise CommunicationError(
+                f"{self._where}: no heartbeat within {s.heartbeat_timeout_s} s after setting its "
+                f"producer time 0x1017 to {round(s.heartbeat_period_s * 1000)} ms: refused "
+                f"(a node that sends no heartbeat cannot be supervised)")
+        state = HB_STATE_NAMES.get(self._inbox.hb_state or 0, f"0x{self._inbox.hb_state:02X}")
+        raise CommunicationError(f"{self._where}: still {state} {s.heartbeat_timeout_s} s after NMT start")
+
+    def _release(self) -> None:
+        net = self._network
+        if net is not None:
+            if net.notifier is not None:
+                with contextlib.suppress(ValueError):
+                    net.notifier.remove_listener(self._inbox)
+            if self._node is not None and net.nodes.get(self._node.id) is self._node:
+                del net[self._node.id]
+            try:
+                if self._owns_connection:
+                    net.disconnect()
+                elif self._owns_notifier and net.notifier is not None:
+                    net.notifier.stop()
+            except (can.CanError, OSError) as err:
+                log.warning("%s: releasing the bus: %s", self._where, err)
+        self._network = self._bus = self._node = None
+        self._owns_connection = self._owns_notifier = False
+
+    # --- SDO helpers (configuration only) --------------------------------------------------------
+    @contextlib.contextmanager
+    def _translating(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except SdoCommunicationError as err:
+            raise CommunicationError(f"{self._where}: {what}: no SDO response ({err})") from err
+        except SdoAbortedError as err:
+            raise BackendError(f"{self._where}: {what}: SDO abort {err}") from err
+        except (can.CanError, OSError) as err:
+            raise CommunicationError(f"{self._where}: {what}: {err}") from err
+
+    def _sdo_read(self, index: int, subindex: int, fmt: str, what: str) -> int:
+        assert self._node is not None
+        with self._translating(f"reading {what} 0x{index:04X}:{subindex:02X}"):
+            data = self._node.sdo.upload(index, subindex)
+        size = struct.calcsize(fmt)
+        if len(data) < size:
+            raise ProtocolError(f"{self._where}: SDO 0x{self._ids.sdo_tx:03X}: {what} 0x{index:04X}:"
+                                f"{subindex:02X}: {len(data)} bytes, byte {len(data)} of {size} missing")
+        return struct.unpack_from(fmt, data)[0]
+
+    def _sdo_write(self, index: int, subindex: int, data: bytes, what: str) -> None:
+        assert self._node is not None
+        with self._translating(f"writing {what} 0x{index:04X}:{subindex:02X}"):
+            self._node.sdo.download(index, subindex, data)
+
+    # --- the cyclic exchange ---------------------------------------------------------------------
+    def _send(self, cob_id: int, data: bytes) -> None:
+        self._send_msg(can.Message(arbitration_id=cob_id, data=data, is_extended_id=False))
+
+    def _send_msg(self, msg: can.Message) -> None:
+        if self._bus is None:
+            raise CommunicationError(f"{self._where}: not connected")
+        try:
+            self._bus.send(msg)
+        except (can.CanError, OSError) as err:
+            raise CommunicationError(f"{self._where}: send 0x{msg.arbitration_id:03X}: {err}") from err
+
+    def _exchange(self) -> Optional[tuple[bytes, bytes]]:
+        """SYNC, then the TPDO pair or None after ``timeout_s``. The master heartbeat rides on
+        the tick so that a stopped loop stops it."""
+        self._inbox.arm()
+        self._send_msg(self._sync_msg)
+        if self._master_heartbeat:
+            now = time.monotonic()
+            if now >= self._next_master_hb_s:
+                self._send_msg(self._hb_msg)
+                self._next_master_hb_s = now + self.settings.heartbeat_period_s
+        return self._inbox.wait_pair(self.settings.timeout_s)
+
+    def _poll(self, controlword: int) -> Optional[PowerState]:
+        """One exchange outside the tick: RPDO (zero torque, ``controlword``), SYNC, TPDOs."""
+        self._send(self._ids.rpdo(1), RPDO1.pack(0, controlword))
+        pair = self._exchange()
+        self._drain_emcy()
+        if pair is not None:
+            self._ingest(pair)
+            return self._power
+        return None
+
+    def _drive_until(self, controlword: int, done: Callable[[Optional[PowerState]], bool],
+                     timeout_s: float, fault_ok: bool = False) -> Optional[PowerState]:
+        """Exchange with ``controlword`` until ``done(state)`` or ``timeout_s`` (real time);
+        returns the last state seen. Raises DriveFaultError on a fault unless ``fault_ok``."""
+        deadline = time.monotonic() + timeout_s
+        last: Optional[PowerState] = None
+        while True:
+            state = self._poll(controlword)
+            if state is not None:
+                last = state
+            if done(state):
+                return state
+            if not fault_ok:
+                self._raise_if_fault()
+            if time.monotonic() >= deadline:
+                return last
+
+    def _enable_steps(self, timeout_s: float) -> None:
+        """Walk :data:`ENABLE_STEPS` one transition at a time, each confirmed by the statusword
+        within ``timeout_s``."""
+        self._check_link()
+        self._raise_if_fault()
+        state = self._drive_until(self._cw, lambda s: s is not None, timeout_s)
+        if state is None:
+            raise EnableError(f"{self._where}: no TPDO within {timeout_s} s of SYNC")
+        for _ in range(4 * len(ENABLE_STEPS)):  # bounded even if the drive bounces between states
+            if state is PowerState.OPERATION_ENABLED:
+                self._cw = CW_ENABLE_OPERATION
+                return
+            step = ENABLE_STEPS[state]
+            if step.explicit_only:
+                self._raise_if_fault()
+                raise DriveFaultError(f"{self._where}: drive in {state.value}; reset_fault() first")
+            self._cw = step.controlword
+            before = state
+            seen = self._drive_until(step.controlword, lambda s, b=before: s is not None and s is not b,
+                                     timeout_s)
+            if seen is None or seen is before:
+                what = f"transition {step.transition}" if step.transition else "the drive's own transition"
+                raise EnableError(f"{self._where}: stuck in {before.value} for {timeout_s} s with "
+                                  f"controlword 0x{step.controlword:04X} (waiting for {what})")
+            state = seen
+        raise EnableError(f"{self._where}: no OPERATION ENABLED after {4 * len(ENABLE_STEPS)} transitions")
+
+    # --- feedback --------------------------------------------------------------------------------
+    def _check_link(self) -> None:
+        net = self._network
+        if net is None:
+            raise CommunicationError(f"{self._where}: not connected")
+        if net.notifier is not None and net.notifier.exception is not None:
+            err = net.notifier.exception
+            raise CommunicationError(f"{self._where}: CAN receive thread stopped: {err}") from err
+        inbox = self._inbox
+        if inbox.bus_off:
+            raise CommunicationError(f"{self._where}: bus off (error frame: {inbox.last_error_frame})")
+        age = time.monotonic() - inbox.hb_monotonic_s
+        if age > self.settings.heartbeat_timeout_s:
+            raise CommunicationError(f"{self._where}: no heartbeat for {age:.3f} s "
+                                     f"(limit {self.settings.heartbeat_timeout_s} s)")
+        if inbox.hb_state != HB_OPERATIONAL:
+            state = HB_STATE_NAMES.get(inbox.hb_state or 0, f"0x{inbox.hb_state:02X}")
+            raise CommunicationError(f"{self._where}: node left OPERATIONAL (heartbeat: {state})")
+
+    def _drain_emcy(self) -> None:
+        while self._inbox.emcy:
+            data = self._inbox.emcy.popleft()
+            try:
+                emcy = decode_emcy(data, self._ids.emcy)
+            except ProtocolError as err:
+                log.error("%s: %s", self._where, err)
+                continue
+            if emcy.is_reset:
+                log.info("%s: drive reports error reset", self._where)
+            elif self._fault is None:
+                log.error("%s: %s", self._where, emcy.text)
+                self._fault = emcy  # the first is the cause; later ones are logged only
+            else:
+                log.error("%s: further %s", self._where, emcy.text)
+
+    def _ingest(self, pair: tuple[bytes, bytes]) -> None:
+        position, statusword = TPDO1.unpack(pair[0], self._ids.tpdo(1))
+        current_pm, torque_pm = TPDO2.unpack(pair[1], self._ids.tpdo(2))
+        try:
+            self._power = decode_statusword(statusword)
+        except ProtocolError as err:
+            raise ProtocolError(f"TPDO1 0x{self._ids.tpdo(1):03X} byte 4: {err}") from err
+        self._statusword = statusword
+        if self._raw_position is None:
+            self._position_counts = position
+        else:
+            self._position_counts += i32_delta(self._raw_position, position)
+        self._raw_position = position
+        self._current_a = from_permille(current_pm, self.rated_current_a)
+        self._torque_nm = from_permille(torque_pm, self.rated_torque_nm)
+        self._sequence += 1
+        self._t_sample_s = self._clock.now()
+
+    def _raise_if_fault(self) -> None:
+        if self._fault is not None or (self._power is not None and self._power.is_fault):
+            raise DriveFaultError(f"{self._where}: {self._fault_text()}",
+                                  self._fault.code if self._fault else 0)
+
+    def _fault_text(self) -> str:
+        if self._fault is not None:
+            return self._fault.text
+        if self._power is not None and self._power.is_fault:
+            return f"{self._power.value} (statusword 0x{self._statusword:04X}) without EMCY"
+        return ""
+
+    def _drive_state(self) -> DriveState:
+        if self._fault is not None or (self._power is not None and self._power.is_fault):
+            return DriveState.FAULT
+        if self._power is PowerState.OPERATION_ENABLED:
+            return DriveState.ENABLED if self.enabled else DriveState.ENABLING
+        return DriveState.DISABLED
+
+    def _feedback(self) -> Feedback:
+        now = self._clock.now()
+        state = self._drive_state()
+        fault_code = self._fault.code if self._fault else 0
+        if self._sequence == 0:
+            return Feedback(now, NAN, NAN, NAN, NAN, state, fault_code, self._fault_text(),
+                            sequence=0, age_s=math.inf)
+        return Feedback(
+            t_s=now,
+            position_rad=counts_to_rad(self._position_counts, self.settings.counts_per_rev),
+            velocity_rad_s=NAN,  # not mapped: 0x606C units depend on the drive's factor group
+            current_a=self._current_a,
+            torque_nm=self._torque_nm,
+            state=state,
+            fault_code=fault_code,
+            fault_text=self._fault_text(),
+            sequence=self._sequence,
+            age_s=now - self._t_sample_s,
+        )

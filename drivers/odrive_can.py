@@ -1,0 +1,365 @@
+"""ODrive over CAN Simple (firmware 0.5.6): the torque-mode backend.
+
+One receive path: the tick polls ``bus.recv`` (no Notifier thread). Per tick:
+
+``read()``  drain the frames received since the last tick (heartbeat, late replies, error frames);
+            then either request Get_Encoder_Estimates and Get_Iq (RTR, or DLC 0) and wait for
+            both replies, or — with ``cyclic_feedback`` (the drive sends them at the loop rate,
+            ``axis.config.can.encoder_rate_ms``/``iq_rate_ms``) — wait for the next ones; never
+            longer than ``timeout_s``. ``sequence`` counts encoder frames received: unchanged
+            means no new position (stale). Position/velocity turns → rad; current = Iq_measured;
+            torque estimate NaN (0.5.6 does not report it); temperature NaN.
+``write()`` Set_Input_Torque.
+
+Only the tick (and ``enable()``, bounded by its timeout) sends: every frame addressed to the axis
+feeds the drive watchdog, so nothing else may keep a dead loop's drive alive.
+
+State: from the heartbeat. Axis error (or a sub-component error flag) → FAULT with the code and
+the decoded text; a state other than CLOSED_LOOP_CONTROL while enabled → FAULT; no heartbeat for
+``heartbeat_timeout_s`` (wall time) → FAULT. Error frames on the bus are counted
+(``error_frames``) and logged; they do not fault the backend by themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Callable
+
+import can
+
+from .backend import Backend, Clock, DriveState, Feedback
+from .errors import BackendError, CommunicationError, EnableError, ProtocolError
+from .odrive_codec import (MAX_NODE_ID, AxisState, Cmd, ControlMode, EncoderEstimates, Frame,
+                           Heartbeat, InputMode, Iq, decode_encoder_estimates, decode_heartbeat,
+                           decode_iq, encode_clear_errors, encode_request, encode_set_axis_state,
+                           encode_set_controller_mode, encode_set_input_torque)
+
+log = logging.getLogger(__name__)
+
+TWO_PI = 2.0 * math.pi
+NAN = math.nan
+LINK_MARGIN = 0.2  # fraction of each period kept free on the link (drive latency, jitter)
+_DRAIN_MAX = 1000  # frames handled per drain, so a flooded bus cannot stall the tick
+
+
+def can_frame_bits(data_bytes: int) -> int:
+    """Worst-case bits of a classic CAN frame with an 11-bit id, bit stuffing and the 3-bit
+    interframe space included: 34 + 8n stuffable bits, one stuff bit per 4, plus 13 fixed."""
+    stuffable = 34 + 8 * data_bytes
+    return stuffable + (stuffable - 1) // 4 + 13
+
+
+def tick_bits(cyclic_feedback: bool) -> int:
+    """Bits on the bus per tick: two requests (DLC 0) unless cyclic, two 8-byte replies, one
+    8-byte torque command."""
+    requests = 0 if cyclic_feedback else 2 * can_frame_bits(0)
+    return requests + 3 * can_frame_bits(8)
+
+
+def max_rate_for_bitrate(bitrate: int, cyclic_feedback: bool) -> float:
+    """Highest loop rate [Hz] that keeps LINK_MARGIN of the bus free."""
+    return (1.0 - LINK_MARGIN) * bitrate / tick_bits(cyclic_feedback)
+
+
+def _to_message(frame: Frame) -> can.Message:
+    return can.Message(arbitration_id=frame.arbitration_id, data=frame.data, dlc=len(frame.data),
+                       is_remote_frame=frame.rtr, is_extended_id=False)
+
+
+class ODriveCanBackend(Backend):
+    """One ODrive axis (node id) in torque control over CAN Simple 0.5.6."""
+
+    name = "odrive_can"
+
+    def __init__(self, clock: Clock, *, node_id: int, interface: str = "socketcan",
+                 channel: str = "can0", bitrate: int = 250_000, timeout_s: float = 0.002,
+                 heartbeat_timeout_s: float = 0.5, watchdog_timeout_s: float = math.inf,
+                 cyclic_feedback: bool = False, rtr_requests: bool = True,
+                 bus: can.BusABC | None = None,
+                 link_time: Callable[[], float] = time.monotonic) -> None:
+        """``timeout_s``: longest wait for replies per tick [s]; ``heartbeat_timeout_s``: heartbeat
+        age that counts as lost [s]; ``watchdog_timeout_s``: the drive's configured watchdog [s]
+        (inf = disabled), used to keep it fed while ``enable()`` waits; ``bus``: an open bus to
+        use instead of creating one (the caller keeps ownership); ``link_time``: monotonic wall
+        time [s] for link timeouts. ``clock`` stamps the samples (``t_s``, ``age_s``)."""
+        super().__init__()
+        if not 0 <= node_id <= MAX_NODE_ID:
+            raise BackendError(f"{self.name}: node_id {node_id} out of range 0..{MAX_NODE_ID}")
+        if timeout_s <= 0 or heartbeat_timeout_s <= 0 or watchdog_timeout_s <= 0:
+            raise BackendError(f"{self.name}: timeouts must be > 0")
+        self.clock = clock
+        self.node_id = node_id
+        self.interface = interface
+        self.channel = channel
+        self.bitrate = bitrate
+        self.timeout_s = timeout_s
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.watchdog_timeout_s = watchdog_timeout_s
+        self.cyclic_feedback = cyclic_feedback
+        self.rtr_requests = rtr_requests
+        self._injected_bus = bus
+        self._bus: can.BusABC | None = None
+        self._link_time = link_time
+        self._reset_link_state()
+
+    @classmethod
+    def from_config(cls, cfg, clock: Clock, bus: can.BusABC | None = None) -> "ODriveCanBackend":
+        """Build from ``cfg.drive`` (interface, channel, bitrate, node_id, timeout_s,
+        heartbeat_timeout_s, watchdog_timeout_s, cyclic_feedback). Refuses (ConfigError) a loop
+        period the drive watchdog cannot survive and a rate the bus cannot carry."""
+        from controller.schema import ConfigError
+
+        d = cfg.drive
+        cyclic = bool(getattr(d, "cyclic_feedback", False))
+        if not 0 <= d.node_id <= MAX_NODE_ID:
+            raise ConfigError("drive.node_id", f"{d.node_id} out of range for ODrive CAN Simple "
+                                               f"(0..{MAX_NODE_ID})")
+        period = cfg.loop.dt_s
+        if math.isfinite(d.watchdog_timeout_s) and period >= d.watchdog_timeout_s:
+            raise ConfigError("drive.watchdog_timeout_s",
+                              f"{d.watchdog_timeout_s:g} s is not longer than the loop period "
+                              f"{period:g} s: the drive watchdog would expire between ticks")
+        if d.interface != "virtual":
+            limit = max_rate_for_bitrate(d.bitrate, cyclic)
+            if cfg.loop.rate_hz > limit:
+                raise ConfigError("loop.rate_hz",
+                                  f"{cfg.loop.rate_hz:g} Hz is above what odrive_can holds at "
+                                  f"drive.bitrate {d.bitrate}: at most {limit:.0f} Hz "
+                                  f"({tick_bits(cyclic)} bits per tick, "
+                                  f"{LINK_MARGIN:.0%} of the bus kept free)")
+        return cls(clock, node_id=d.node_id, interface=d.interface, channel=d.channel,
+                   bitrate=d.bitrate, timeout_s=d.timeout_s,
+                   heartbeat_timeout_s=d.heartbeat_timeout_s,
+                   watchdog_timeout_s=d.watchdog_timeout_s, cyclic_feedback=cyclic, bus=bus)
+
+    def max_rate_hz(self) -> float:
+        if self.interface == "virtual":
+            return math.inf
+        return max_rate_for_bitrate(self.bitrate, self.cyclic_feedback)
+
+    # --- state kept between ticks --------------------------------------------------------------
+    def _reset_link_state(self) -> None:
+        self._heartbeat: Heartbeat | None = None
+        self._heartbeat_at = -math.inf  # link time of the last heartbeat [s]
+        self._heartbeat_seq = 0
+        self._encoder: EncoderEstimates | None = None
+        self._encoder_at = NAN  # loop-clock time the last encoder frame was received [s]
+        self._encoder_seq = 0
+        self._iq: Iq | None = None
+        self._iq_seq = 0
+        self._read_encoder_seq = 0  # encoder frames seen at the previous read
+        self._read_iq_seq = 0
+        self._opened_at = self._link_time()
+        self.error_frames = 0
+        self.rejected_frames = 0
+
+    @property
+    def last_heartbeat(self) -> Heartbeat | None:
+        return self._heartbeat
+
+    # --- hooks -----------------------------------------------------------------------------------
+    def _open(self) -> None:
+        if self._injected_bus is not None:
+            self._bus = self._injected_bus
+        else:
+            try:
+                self._bus = can.Bus(interface=self.interface, channel=self.channel,
+                                    bitrate=self.bitrate)
+            except (can.CanError, OSError, ValueError) as err:
+                raise CommunicationError(f"{self.name}: cannot open {self.interface} channel "
+                                         f"{self.channel!r}: {err}") from err
+        self._reset_link_state()
+
+    def _close(self) -> None:
+        bus, self._bus = self._bus, None
+        if bus is not None and bus is not self._injected_bus:
+            bus.shutdown()
+
+    def _enable(self, timeout_s: float) -> None:
+        self._drain()
+        if not self._heartbeat_fresh():
+            self._wait_until(self._heartbeat_fresh, self._link_time() + self.heartbeat_timeout_s)
+        if not self._heartbeat_fresh():
+            raise EnableError(f"{self.name}: no heartbeat from node {self.node_id} on "
+                              f"{self.interface} {self.channel!r} within {self.heartbeat_timeout_s:g} s "
+                              f"(drive powered? node id, bitrate {self.bitrate}?)")
+        hb = self._heartbeat
+        assert hb is not None
+        if hb.axis_error:
+            raise EnableError(f"{self.name}: node {self.node_id} reports axis error "
+                              f"0x{hb.axis_error:X}: {hb.fault_text()}; fix the cause, then reset_fault()")
+        self._send(encode_set_controller_mode(self.node_id, ControlMode.TORQUE_CONTROL,
+                                              InputMode.PASSTHROUGH))
+        self._send(encode_set_input_torque(self.node_id, 0.0))  # never resume an old torque
+        seq0 = self._heartbeat_seq
+        self._send(encode_set_axis_state(self.node_id, AxisState.CLOSED_LOOP_CONTROL))
+        try:
+            self._await_closed_loop(seq0, self._link_time() + timeout_s, timeout_s)
+        except BaseException:
+            self._send_quietly(encode_set_axis_state(self.node_id, AxisState.IDLE))
+            raise
+
+    def _await_closed_loop(self, seq0: int, deadline: float, timeout_s: float) -> None:
+        """Wait for a heartbeat newer than ``seq0`` reporting CLOSED_LOOP_CONTROL. While waiting,
+        keep a configured drive watchdog fed with encoder requests (harmless telemetry)."""
+        feed_every = self.watchdog_timeout_s / 4.0
+        next_feed = self._link_time() + feed_every
+        while True:
+            hb = self._heartbeat
+            if self._heartbeat_seq > seq0 and hb is not None:
+                if hb.axis_error:
+                    raise EnableError(f"{self.name}: node {self.node_id} faulted while enabling: "
+                                      f"axis error 0x{hb.axis_error:X}: {hb.fault_text()}")
+                if hb.axis_state == AxisState.CLOSED_LOOP_CONTROL:
+                    return
+            now = self._link_time()
+            if now >= deadline:
+                state = hb.axis_state.name if hb is not None else "unknown"
+                raise EnableError(f"{self.name}: node {self.node_id} did not reach "
+                                  f"CLOSED_LOOP_CONTROL within {timeout_s:g} s (last state {state})")
+            if now >= next_feed:
+                self._send(encode_request(self.node_id, Cmd.GET_ENCODER_ESTIMATES, self.rtr_requests))
+                next_feed = now + feed_every
+            msg = self._recv(min(deadline, next_feed) - now)
+            if msg is not None:
+                self._handle(msg)
+
+    def _disable(self) -> None:
+        if self._bus is not None:
+            self._send(encode_set_axis_state(self.node_id, AxisState.IDLE))
+
+    def _reset_fault(self) -> None:
+        self._send(encode_clear_errors(self.node_id))
+
+    def _write(self, torque_nm: float) -> None:
+        self._send(encode_set_input_torque(self.node_id, torque_nm))
+
+    def _read(self) -> Feedback:
+        self._drain()
+        deadline = self._link_time() + self.timeout_s
+        if self.cyclic_feedback:
+            enc0, iq0 = self._read_encoder_seq, self._read_iq_seq
+        else:
+            enc0, iq0 = self._encoder_seq, self._iq_seq
+            self._send(encode_request(self.node_id, Cmd.GET_ENCODER_ESTIMATES, self.rtr_requests))
+            self._send(encode_request(self.node_id, Cmd.GET_IQ, self.rtr_requests))
+        self._wait_until(lambda: self._encoder_seq > enc0 and self._iq_seq > iq0, deadline)
+        self._read_encoder_seq, self._read_iq_seq = self._encoder_seq, self._iq_seq
+        return self._sample()
+
+    # --- the sample --------------------------------------------------------------------------------
+    def _sample(self) -> Feedback:
+        now = self.clock.now()
+        state, code, text = self._state()
+        enc, iq = self._encoder, self._iq
+        return Feedback(
+            t_s=now,
+            position_rad=enc.pos_turns * TWO_PI if enc else NAN,
+            velocity_rad_s=enc.vel_turns_s * TWO_PI if enc else NAN,
+            current_a=iq.measured_a if iq else NAN,
+            torque_nm=NAN,
+            state=state,
+            fault_code=code,
+            fault_text=text,
+            sequence=self._encoder_seq,
+            age_s=now - self._encoder_at if enc else math.inf,
+        )
+
+    def _heartbeat_fresh(self) -> bool:
+        return self._link_time() - self._heartbeat_at <= self.heartbeat_timeout_s
+
+    def _state(self) -> tuple[DriveState, int, str]:
+        hb = self._heartbeat
+        if hb is None:
+            waited = self._link_time() - self._opened_at
+            if waited > self.heartbeat_timeout_s:
+                return DriveState.FAULT, 0, f"no heartbeat from node {self.node_id} for {waited:.3f} s"
+            return DriveState.DISABLED, 0, ""
+        age = self._link_time() - self._heartbeat_at
+        if age > self.heartbeat_timeout_s:
+            return (DriveState.FAULT, hb.axis_error,
+                    f"heartbeat lost: none for {age:.3f} s (timeout {self.heartbeat_timeout_s:g} s)")
+        text = hb.fault_text()
+        if text:
+            return DriveState.FAULT, hb.axis_error, text
+        closed = hb.axis_state == AxisState.CLOSED_LOOP_CONTROL
+        if self.enabled and not closed:
+            return (DriveState.FAULT, 0,
+                    f"axis state {hb.axis_state.name} while enabled (expected CLOSED_LOOP_CONTROL)")
+        if closed:
+            return DriveState.ENABLED, 0, ""
+        if hb.axis_state in (AxisState.IDLE, AxisState.UNDEFINED):
+            return DriveState.DISABLED, 0, ""
+        return DriveState.ENABLING, 0, ""
+
+    # --- receive path ------------------------------------------------------------------------------
+    def _recv(self, timeout_s: float) -> can.Message | None:
+        if self._bus is None:
+            raise CommunicationError(f"{self.name}: bus not open")
+        try:
+            return self._bus.recv(max(0.0, timeout_s))
+        except can.CanError as err:
+            raise CommunicationError(f"{self.name}: receive failed on {self.channel!r}: {err}") from err
+
+    def _drain(self) -> None:
+        for _ in range(_DRAIN_MAX):
+            msg = self._recv(0.0)
+            if msg is None:
+                return
+            self._handle(msg)
+
+    def _wait_until(self, done: Callable[[], bool], deadline: float) -> bool:
+        """Handle frames until ``done()`` or the link-time deadline; True if done."""
+        while not done():
+            remaining = deadline - self._link_time()
+            if remaining <= 0:
+                return False
+            msg = self._recv(remaining)
+            if msg is not None:
+                self._handle(msg)
+        return True
+
+    def _handle(self, msg: can.Message) -> None:
+        if msg.is_error_frame:
+            self.error_frames += 1
+            log.warning("%s: error frame on %s (%d so far)", self.name, self.channel, self.error_frames)
+            return
+        if msg.is_extended_id or msg.arbitration_id >> 5 != self.node_id:
+            return
+        frame = Frame(msg.arbitration_id, bytes(msg.data), msg.is_remote_frame)
+        if frame.is_request:
+            return  # another host's request, not data
+        cmd = frame.cmd
+        try:
+            if cmd == Cmd.HEARTBEAT:
+                self._heartbeat = decode_heartbeat(frame)
+                self._heartbeat_at = self._link_time()
+                self._heartbeat_seq += 1
+            elif cmd == Cmd.GET_ENCODER_ESTIMATES:
+                self._encoder = decode_encoder_estimates(frame)
+                self._encoder_at = self.clock.now()
+                self._encoder_seq += 1
+            elif cmd == Cmd.GET_IQ:
+                self._iq = decode_iq(frame)
+                self._iq_seq += 1
+        except ProtocolError as err:
+            self.rejected_frames += 1
+            log.warning("%s: %s", self.name, err)
+
+    # --- send path ---------------------------------------------------------------------------------
+    def _send(self, frame: Frame) -> None:
+        if self._bus is None:
+            raise CommunicationError(f"{self.name}: bus not open")
+        try:
+            self._bus.send(_to_message(frame), timeout=self.timeout_s)
+        except can.CanError as err:
+            raise CommunicationError(f"{self.name}: send of frame 0x{frame.arbitration_id:03X} "
+                                     f"failed: {err}") from err
+
+    def _send_quietly(self, frame: Frame) -> None:
+        try:
+            self._send(frame)
+        except CommunicationError as err:
+            log.error("%s: %s", self.name, err)

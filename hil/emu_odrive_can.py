@@ -1,0 +1,331 @@
+"""An emulated ODrive (CAN Simple, firmware 0.5.6) on the far side of a python-can bus.
+
+The emulator opens its own bus on ``channel`` (``interface='virtual'`` by default: every bus on
+the same channel in this process sees the others' frames) and serves one axis
+(:class:`~hil.odrive_axis.ODriveAxis`, a :class:`~hil.plant.Turntable` behind it) from a service
+thread:
+
+- Heartbeat (0x01) every ``heartbeat_period_s`` of wall time, and/or after every
+  ``heartbeat_every_ticks`` torque commands (lockstep).
+- Set_Axis_State (IDLE / CLOSED_LOOP_CONTROL), Set_Controller_Mode, Set_Input_Torque, Set_Limits,
+  Clear_Errors, Estop.
+- Get_Encoder_Estimates, Get_Iq, Get_Bus_Voltage_Current, Get_Motor_Error answered when the
+  request is RTR or has DLC 0; the reply uses the request's id.
+- ``cyclic_feedback``: encoder estimates and Iq sent without request — every ``dt_s`` of wall time
+  (REALTIME), or after every torque command (LOCKSTEP).
+- The drive watchdog (``watchdog_timeout_s``, None = disabled as by default on the drive): every
+  frame addressed to the axis feeds it, requests included; checked in CLOSED_LOOP only.
+
+Modes (:class:`~hil.odrive_axis.EmuMode`): LOCKSTEP advances the plant one ``dt_s`` per
+Set_Input_Torque received (in any state: in IDLE the current command is zero) — deterministic,
+the feedback a request returns is the plant after the torque commands received before it.
+REALTIME advances the plant against the wall clock in the service thread.
+
+Fault injection: :meth:`drop_next`, :meth:`delay_next`, :meth:`inject_axis_error`,
+:meth:`send_error_frame`, :meth:`expire_watchdog`. Capture: ``capture`` is a ``can.Listener`` or a
+path for ``can.Logger`` (format from the extension: ``.log`` candump, ``.asc``, ...); it receives
+every frame the emulator receives and sends.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import math
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import can
+
+from controller.config import PlantConfig
+from drivers.errors import ProtocolError
+from drivers.odrive_codec import (REQUESTABLE, AxisError, Cmd, Frame, decode_set_axis_state,
+                                  decode_set_controller_mode, decode_set_input_torque,
+                                  decode_set_limits, encode_bus_voltage_current,
+                                  encode_encoder_estimates, encode_heartbeat, encode_iq,
+                                  encode_motor_error)
+from hil.odrive_axis import EmuMode, ODriveAxis
+
+log = logging.getLogger(__name__)
+
+_POLL_S = 0.005  # longest the service thread blocks in recv [s]
+
+
+def to_message(frame: Frame) -> can.Message:
+    return can.Message(arbitration_id=frame.arbitration_id, data=frame.data,
+                       dlc=len(frame.data), is_remote_frame=frame.rtr, is_extended_id=False)
+
+
+class ODriveCanEmulator:
+    """An ODrive axis on a CAN bus. Use as a context manager, or ``start()`` / ``stop()``."""
+
+    def __init__(self, plant: PlantConfig, *, channel: str, node_id: int = 0, seed: int = 0,
+                 mode: EmuMode | str = EmuMode.LOCKSTEP, dt_s: float = 0.001,
+                 interface: str = "virtual", heartbeat_period_s: float | None = 0.1,
+                 heartbeat_every_ticks: int = 0, cyclic_feedback: bool = False,
+                 watchdog_timeout_s: float | None = None, bus_voltage_v: float = 24.0,
+                 capture: can.Listener | str | Path | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``dt_s``: plant period [s]; ``heartbeat_period_s``: wall-time heartbeat [s] (None = off);
+        ``watchdog_timeout_s``: drive watchdog [s] (None = disabled); ``clock``: wall time [s]."""
+        self.mode = EmuMode(mode)
+        self.node_id = node_id
+        self.channel = channel
+        self.interface = interface
+        self.heartbeat_period_s = heartbeat_period_s
+        self.heartbeat_every_ticks = heartbeat_every_ticks
+        self.cyclic_feedback = cyclic_feedback
+        self.axis = ODriveAxis(plant, seed, dt_s=dt_s, watchdog_timeout_s=watchdog_timeout_s,
+                               bus_voltage_v=bus_voltage_v)
+        self._capture_arg = capture
+        self._capture: can.Listener | None = None
+        self._owns_capture = False
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._bus: can.BusABC | None = None
+        self._delayed: list[tuple[float, int, Frame]] = []
+        self._seq = itertools.count()
+        self._drop_remaining = 0
+        self._delay_remaining = 0
+        self._delay_s = 0.0
+        # counters (read by tests)
+        self.frames_received = 0
+        self.requests_answered = 0
+        self.responses_dropped = 0
+        self.rejected_frames = 0
+        self.error_frames_received = 0
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> "ODriveCanEmulator":
+        if self._thread is not None:
+            return self
+        self._bus = can.Bus(interface=self.interface, channel=self.channel)
+        if isinstance(self._capture_arg, (str, Path)):
+            self._capture = can.Logger(self._capture_arg)
+            self._owns_capture = True
+        else:
+            self._capture = self._capture_arg
+        self._stop.clear()
+        now = self._clock()
+        self._next_heartbeat = now
+        self._next_step = now + self.axis.dt_s
+        self._thread = threading.Thread(target=self._run, name=f"odrive-can-emu-{self.node_id}",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the service thread, release the bus and the capture. Safe to call twice."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._stop.set()
+            thread.join(timeout=2.0)
+        with self._lock:
+            if self._bus is not None:
+                self._bus.shutdown()
+                self._bus = None
+            if self._capture is not None and self._owns_capture:
+                self._capture.stop()
+            self._capture = None
+
+    def __enter__(self) -> "ODriveCanEmulator":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- observation -------------------------------------------------------------------------------
+    @property
+    def plant(self):
+        return self.axis.plant
+
+    @property
+    def axis_state(self):
+        with self._lock:
+            return self.axis.state
+
+    @property
+    def axis_error(self) -> int:
+        with self._lock:
+            return self.axis.error
+
+    def wait_for(self, predicate: Callable[["ODriveCanEmulator"], bool], timeout_s: float) -> bool:
+        """Block until ``predicate(self)`` holds (checked after every event) or the timeout [s]."""
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self), timeout=timeout_s)
+
+    # --- fault injection ---------------------------------------------------------------------------
+    def drop_next(self, n: int = 1) -> None:
+        """Drop the next ``n`` response frames (replies to Get_* requests and cyclic feedback;
+        heartbeats are not affected)."""
+        with self._lock:
+            self._drop_remaining += n
+
+    def delay_next(self, n: int, delay_s: float) -> None:
+        """Send the next ``n`` response frames ``delay_s`` seconds late (content as of the request)."""
+        with self._lock:
+            self._delay_remaining = n
+            self._delay_s = delay_s
+
+    def inject_axis_error(self, code: int, announce: bool = True) -> None:
+        """Latch axis error bits (the axis drops to IDLE). ``announce``: send a heartbeat now
+        instead of at the next period, so the host sees it on its next read."""
+        with self._changed:
+            self.axis.fail(code)
+            if announce:
+                self._send(encode_heartbeat(self.node_id, self.axis.heartbeat()))
+            self._changed.notify_all()
+
+    def expire_watchdog(self) -> None:
+        """Expire the drive watchdog now (as if the host had gone silent)."""
+        self.inject_axis_error(AxisError.WATCHDOG_TIMER_EXPIRED)
+
+    def send_error_frame(self) -> None:
+        """Put one CAN error frame on the bus."""
+        with self._lock:
+            self._send_message(can.Message(is_error_frame=True, arbitration_id=0, dlc=0))
+
+    def send_heartbeat(self) -> None:
+        with self._lock:
+            self._send(encode_heartbeat(self.node_id, self.axis.heartbeat()))
+
+    # --- service thread ----------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            timeout = max(0.0, min(_POLL_S, self._next_event() - self._clock()))
+            try:
+                msg = self._bus.recv(timeout) if self._bus is not None else None
+            except can.CanError as err:
+                log.error("emulator node %d: recv failed: %s", self.node_id, err)
+                return
+            with self._changed:
+                now = self._clock()
+                if msg is not None:
+                    self._on_message(msg, now)
+                self._timers(now)
+                self._changed.notify_all()
+
+    def _next_event(self) -> float:
+        with self._lock:
+            t = self.axis.watchdog_deadline_s()
+            if self.heartbeat_period_s:
+                t = min(t, self._next_heartbeat)
+            if self.mode is EmuMode.REALTIME:
+                t = min(t, self._next_step)
+            if self._delayed:
+                t = min(t, self._delayed[0][0])
+            return t
+
+    def _timers(self, now: float) -> None:
+        axis = self.axis
+        if self.mode is EmuMode.REALTIME:
+            while self._next_step <= now:
+                axis.step()
+                self._next_step += axis.dt_s
+                if self.cyclic_feedback:
+                    self._send_feedback()
+        axis.check_watchdog(now)
+        if self.heartbeat_period_s and now >= self._next_heartbeat:
+            self._send(encode_heartbeat(self.node_id, axis.heartbeat()))
+            self._next_heartbeat = max(self._next_heartbeat + self.heartbeat_period_s, now)
+        while self._delayed and self._delayed[0][0] <= now:
+            _, _, frame = heapq.heappop(self._delayed)
+            self._send(frame)
+
+    def _on_message(self, msg: can.Message, now: float) -> None:
+        if self._capture is not None:
+            self._capture.on_message_received(msg)
+        if msg.is_error_frame:
+            self.error_frames_received += 1
+            return
+        if msg.is_extended_id or msg.arbitration_id >> 5 != self.node_id:
+            return
+        self.frames_received += 1
+        frame = Frame(msg.arbitration_id, bytes(msg.data), msg.is_remote_frame)
+        axis = self.axis
+        axis.feed_watchdog(now)  # every frame addressed to the axis feeds it (do_command)
+        cmd = frame.cmd
+        try:
+            if cmd in REQUESTABLE:
+                if frame.is_request:
+                    self._answer(Cmd(cmd))
+            elif cmd == Cmd.SET_AXIS_STATE:
+                axis.request_state(decode_set_axis_state(frame), now)
+            elif cmd == Cmd.SET_CONTROLLER_MODE:
+                axis.set_controller_mode(*decode_set_controller_mode(frame))
+            elif cmd == Cmd.SET_INPUT_TORQUE:
+                axis.set_input_torque(decode_set_input_torque(frame))
+                if self.mode is EmuMode.LOCKSTEP:
+                    self._lockstep_tick()
+            elif cmd == Cmd.SET_LIMITS:
+                axis.set_limits(*decode_set_limits(frame))
+            elif cmd == Cmd.CLEAR_ERRORS:
+                axis.clear_errors()
+            elif cmd == Cmd.ESTOP:
+                axis.estop()
+        except ProtocolError as err:
+            self.rejected_frames += 1
+            log.warning("emulator node %d: %s", self.node_id, err)
+
+    def _lockstep_tick(self) -> None:
+        self.axis.step()
+        if self.cyclic_feedback:
+            self._send_feedback()
+        n = self.heartbeat_every_ticks
+        if n and self.axis.steps % n == 0:
+            self._send(encode_heartbeat(self.node_id, self.axis.heartbeat()))
+
+    def _answer(self, cmd: Cmd) -> None:
+        node, axis = self.node_id, self.axis
+        if cmd == Cmd.GET_ENCODER_ESTIMATES:
+            fb = axis.feedback()
+            frame = encode_encoder_estimates(node, fb.pos_turns, fb.vel_turns_s)
+        elif cmd == Cmd.GET_IQ:
+            fb = axis.feedback()
+            frame = encode_iq(node, fb.iq_setpoint_a, fb.iq_measured_a)
+        elif cmd == Cmd.GET_BUS_VOLTAGE_CURRENT:
+            frame = encode_bus_voltage_current(node, axis.bus_voltage_v, axis.bus_current_a())
+        else:
+            frame = encode_motor_error(node, axis.motor_error)
+        self.requests_answered += 1
+        self._respond(frame)
+
+    def _send_feedback(self) -> None:
+        fb = self.axis.feedback()
+        self._respond(encode_encoder_estimates(self.node_id, fb.pos_turns, fb.vel_turns_s))
+        self._respond(encode_iq(self.node_id, fb.iq_setpoint_a, fb.iq_measured_a))
+
+    def _respond(self, frame: Frame) -> None:
+        """Send a response frame, subject to drop/delay injection."""
+        if self._drop_remaining > 0:
+            self._drop_remaining -= 1
+            self.responses_dropped += 1
+            return
+        if self._delay_remaining > 0:
+            self._delay_remaining -= 1
+            heapq.heappush(self._delayed, (self._clock() + self._delay_s, next(self._seq), frame))
+            return
+        self._send(frame)
+
+    def _send(self, frame: Frame) -> None:
+        self._send_message(to_message(frame))
+
+    def _send_message(self, msg: can.Message) -> None:
+        if self._bus is None:
+            return
+        msg.timestamp = time.time()
+        msg.channel = self.channel
+        try:
+            self._bus.send(msg)
+        except can.CanError as err:
+            log.warning("emulator node %d: send failed: %s", self.node_id, err)
+            return
+        if self._capture is not None:
+            msg.is_rx = False
+            self._capture.on_message_received(msg)
