@@ -63,7 +63,8 @@ class FcAdapter:
     projection is active.
     """
 
-    __slots__ = ("cfg", "gate", "scale", "fc_nominal_nm", "active", "at_bound", "_gain")
+    __slots__ = ("cfg", "gate", "scale", "fc_nominal_nm", "direction", "active", "at_bound",
+                 "_gain")
 
     def __init__(self, cfg: AdaptationConfig, fc_nominal_nm: float) -> None:
         self.cfg = cfg
@@ -75,6 +76,7 @@ class FcAdapter:
     def reset(self) -> None:
         """Back to the identified level (k = 1)."""
         self.scale = 1.0
+        self.direction = 0  # settled sliding direction of the last step (0: not sliding)
         self.active = False
         self.at_bound = False
         self.gate.reset()
@@ -88,7 +90,7 @@ class FcAdapter:
         """One tick; ``fc_nominal_nm`` is the Fc of the set in use now [N·m]. Returns the scale."""
         if fc_nominal_nm is not None:
             self.fc_nominal_nm = fc_nominal_nm
-        direction = self.gate.step(vel_rad_s, dt_s)
+        self.direction = direction = self.gate.step(vel_rad_s, dt_s)
         self.active = active = bool(direction) and not hold and self.cfg.enabled
         if not active:
             return self.scale
@@ -142,12 +144,14 @@ class DriftMonitor:
         self.high_gate.reset()
 
     def step(self, residual_nm: float, vel_rad_s: float, vs_rad_s: float, dt_s: float,
-             hold: bool = False) -> bool:
-        """One tick with the Stribeck velocity of the set in use [rad/s]; returns the alarm."""
+             hold: bool = False, sliding: int | None = None) -> bool:
+        """One tick with the Stribeck velocity of the set in use [rad/s]; returns the alarm.
+        ``sliding``: the high-band direction when an :class:`FcAdapter` with the same gate
+        already computed it (its ``direction``); None: computed here."""
         cfg = self.cfg
         lo, hi = cfg.drift_low_band_vs
         low = self.low_gate.step(vel_rad_s, dt_s, lo * vs_rad_s, hi * vs_rad_s)
-        high = self.high_gate.step(vel_rad_s, dt_s)
+        high = self.high_gate.step(vel_rad_s, dt_s) if sliding is None else sliding
         if hold or not (low or high):
             return self.reidentify
         k = dt_s / cfg.drift_time_constant_s

@@ -124,7 +124,10 @@ def passivity_warning(params: FrictionParams) -> str | None:
 
 def g(params: LuGreParams, v: float) -> float:
     """Stribeck level g(v) = Fc + (Fs − Fc)·exp(−|v/vs|^delta) [N·m], scalar v."""
-    return params.Fc + (params.Fs - params.Fc) * math.exp(-(abs(v / params.vs) ** params.delta))
+    r = abs(v / params.vs)
+    if r > 1e100:  # far beyond vs: g = Fc (and r**delta would overflow)
+        return params.Fc
+    return params.Fc + (params.Fs - params.Fc) * math.exp(-(r * r if params.delta == 2.0 else r**params.delta))
 
 
 def _sign(v, v_eps: float):
@@ -181,8 +184,7 @@ def lugre_step(params: FrictionParams, z: float, v: float, dt_s: float) -> tuple
     p = params.for_velocity(v, z) if isinstance(params, DirectionalParams) else params
     if v == 0.0:
         return z, p.sigma0 * z
-    r = v / p.vs
-    a = p.sigma0 * abs(v) / (p.Fc + (p.Fs - p.Fc) * math.exp(-(r * r if p.delta == 2.0 else abs(r) ** p.delta)))
+    a = p.sigma0 * abs(v) / g(p, v)
     x = a * dt_s
     decay = math.exp(-x)
     z_next = z * decay + (v * dt_s * (-math.expm1(-x) / x) if x > 0.0 else v * dt_s)

@@ -49,12 +49,12 @@ def lugre_driven_step(p: LuGreParams, z: float, v: float, dt_s: float, u: float 
     """
     a = p.sigma0 * abs(v) / (scale * g(p, v)) if v != 0.0 else 0.0
     x = (a + c) * dt_s
-    w = v + u
     if x == 0.0:
-        return z + w * dt_s, a
+        return z + (v + u) * dt_s, a
     if x < -_MAX_GROWTH:  # only with c < 0 (fault injection); the caller projects z
         x = -_MAX_GROWTH
-    return z * math.exp(-x) - w * dt_s * math.expm1(-x) / x, a
+    em1 = math.expm1(-x)
+    return z * (em1 + 1.0) - (v + u) * dt_s * em1 / x, a
 
 
 class MomentumObserver:
@@ -77,7 +77,7 @@ class MomentumObserver:
     the momentum increment J·(ω⁺ − ω) enters, never an acceleration estimate.
     """
 
-    __slots__ = ("J", "Kt", "bandwidth_hz", "r_nm", "_vel", "_dt", "_beta")
+    __slots__ = ("J", "Kt", "bandwidth_hz", "r_nm", "gain", "_vel", "_dt")
 
     def __init__(self, J: float, Kt: float, bandwidth_hz: float) -> None:
         if not (J > 0 and Kt > 0 and bandwidth_hz > 0):
@@ -87,7 +87,7 @@ class MomentumObserver:
         self.Kt = Kt  # [N·m/A]
         self.bandwidth_hz = bandwidth_hz  # [Hz]
         self._dt = -1.0
-        self._beta = 0.0
+        self.gain = 0.0  # β = 1 − exp(−K·dt) of the last step [-]
         self.reset()
 
     def reset(self, vel_rad_s: float = 0.0, r_nm: float = 0.0) -> None:
@@ -95,20 +95,17 @@ class MomentumObserver:
         self._vel = vel_rad_s
         self.r_nm = r_nm
 
-    def beta(self, dt_s: float) -> float:
-        """The per-tick gain 1 − exp(−K·dt) (cached for a fixed period)."""
-        if dt_s != self._dt:
-            self._dt = dt_s
-            self._beta = -math.expm1(-TWO_PI * self.bandwidth_hz * dt_s)
-        return self._beta
-
     def step(self, current_a: float, vel_rad_s: float, dt_s: float) -> float:
         """Advance one tick with the measured current [A] and velocity [rad/s] at its end."""
-        beta = self._beta if dt_s == self._dt else self.beta(dt_s)
+        if dt_s != self._dt:  # β cached for a fixed period
+            self._dt = dt_s
+            self.gain = -math.expm1(-TWO_PI * self.bandwidth_hz * dt_s)
         tau_mean = self.Kt * current_a - self.J * (vel_rad_s - self._vel) / dt_s
         self._vel = vel_rad_s
-        self.r_nm += beta * (tau_mean - self.r_nm)
-        return self.r_nm
+        r = self.r_nm
+        r += self.gain * (tau_mean - r)
+        self.r_nm = r
+        return r
 
 
 class LuGreObserver:
@@ -178,23 +175,19 @@ class LuGreObserver:
         p = self._fwd if (v > 0.0 or (v == 0.0 and z >= 0.0)) else self._rev
         self.active = p
         L = self.L
-        if L != 0.0:
-            u = L * (r_nm - p.sigma2 * v)
-            c = L * p.sigma0
-        else:
-            u = c = 0.0
-        if self.tracking_gain_per_s != 0.0:
-            u -= self.tracking_gain_per_s * e_rad
+        sigma0 = p.sigma0
+        viscous = p.sigma2 * v
         scale = self.scale
-        z, a = lugre_driven_step(p, z, v, dt_s, u, c, scale)
+        z, a = lugre_driven_step(p, z, v, dt_s, L * (r_nm - viscous) - self.tracking_gain_per_s * e_rad,
+                                 L * sigma0, scale)
         level = scale * p.Fs
-        z_max = level / p.sigma0
+        z_max = level / sigma0
         if not -z_max <= z <= z_max:  # projection; NaN (never from finite inputs) maps to 0
             z = z_max if z > 0.0 else (-z_max if z < 0.0 else 0.0)
         self.z_hat = z
-        f = p.sigma0 * z + p.sigma1 * (v - a * z) + p.sigma2 * v
-        f_max = level + p.sigma2 * abs(v) + self.margin_nm
-        self.clamped = clamped = not (-f_max <= f <= f_max)
+        f = sigma0 * z + p.sigma1 * (v - a * z) + viscous
+        f_max = level + abs(viscous) + self.margin_nm
+        self.clamped = clamped = not -f_max <= f <= f_max
         if clamped:
             f = f_max if f > 0.0 else (-f_max if f < 0.0 else 0.0)
         self.f_hat = f

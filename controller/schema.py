@@ -147,7 +147,7 @@ def prefixed(path: str, err: ValueError) -> ConfigError:
     """Turn a validator's ``"field: message"`` into a ConfigError at ``path.field``."""
     text = str(err)
     head, sep, rest = text.partition(": ")
-    if sep and head.replace("_", "").replace(".", "").isalnum():
+    if sep and head.replace("_", "").replace(".", "").replace("[", "").replace("]", "").isalnum():
         return ConfigError(_join(path, head), rest)
     return ConfigError(path, text)
 

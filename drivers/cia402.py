@@ -60,6 +60,7 @@ from .errors import BackendError, CommunicationError, DriveFaultError, EnableErr
 log = logging.getLogger(__name__)
 
 NAN = float("nan")
+NOTIFIER_CYCLE_S = 0.05  # receive-thread wake-up; bounds how long close() waits for it [s]
 
 # The objects we configure through the canopen PDO API: (kind, number) → layout.
 PDO_LAYOUTS: dict[tuple[str, int], PdoLayout] = {("tpdo", 1): TPDO1, ("tpdo", 2): TPDO2, ("rpdo", 1): RPDO1}
@@ -422,11 +423,12 @@ class Cia402Backend(Backend):
                     self._owns_connection = True
             elif self._given_bus is not None:
                 net = canopen.Network(self._given_bus)
+                net.NOTIFIER_CYCLE = NOTIFIER_CYCLE_S
                 net.connect()
                 self._owns_notifier = True
             else:
                 net = canopen.Network()
-                self._network = net
+                net.NOTIFIER_CYCLE = NOTIFIER_CYCLE_S
                 net.connect(interface=s.interface, channel=s.channel, bitrate=s.bitrate)
                 self._owns_connection = True
         except (can.CanError, OSError, ValueError) as err:

@@ -439,9 +439,10 @@ def decode_emcy(data: bytes, cob_id: int) -> Emcy:
     """Decode an EMCY payload. Accepts 3..8 bytes (some devices send short frames; the vendor
     bytes are zero-padded); ProtocolError names the COB-ID and offset otherwise."""
     n = len(data)
+    if n < 2:
+        raise ProtocolError(f"EMCY 0x{cob_id:03X}: {n} bytes, error code at byte 0 incomplete")
     if n < 3:
-        field = "error code" if n < 2 else "error register"
-        raise ProtocolError(f"EMCY 0x{cob_id:03X}: {n} bytes, {field} at byte {min(n, 2)} missing")
+        raise ProtocolError(f"EMCY 0x{cob_id:03X}: {n} bytes, error register at byte 2 missing")
     if n > 8:
         raise ProtocolError(f"EMCY 0x{cob_id:03X}: {n} bytes, unexpected data from byte 8")
     code, register, vendor = EMCY_FORMAT.unpack(bytes(data).ljust(8, b"\x00"))

@@ -32,6 +32,7 @@ ERROR_REPLIES = ("invalid command format", "invalid property", "not implemented"
 INVALID_MOTOR_PREFIX = "invalid motor "
 
 _NUMBER = re.compile(rb"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_FIXED = re.compile(rb"[+-]?[0-9]+\.[0-9]+")  # as printf("%f") prints (possibly truncated)
 _CHECKSUM = re.compile(rb"[0-9]{1,3}")
 _PRINTABLE = re.compile(rb"[\x20-\x7e]*")
 
@@ -153,11 +154,14 @@ def decode_reply(line: bytes, use_checksum: bool = False) -> str:
     return text
 
 
-def parse_float(text: str, what: str = "value") -> float:
-    """A plain finite decimal number; ``nan``, ``inf``, ``1_0`` and padding are refused."""
+def parse_float(text: str, what: str = "value", fixed: bool = False) -> float:
+    """A plain finite decimal number; ``nan``, ``inf``, ``1_0`` and padding are refused. With
+    ``fixed`` only the shape printf ``%f`` produces (digits, point, digits) is accepted, so an
+    integer reply (a state, an error code) can never pass for a float reply."""
     raw = text.encode("ascii", "replace")
-    if not _NUMBER.fullmatch(raw):
-        raise ProtocolError(f"reply {text!r}: {what} is not a number")
+    if not (_FIXED if fixed else _NUMBER).fullmatch(raw):
+        shape = "a %f number" if fixed else "a number"
+        raise ProtocolError(f"reply {text!r}: {what} is not {shape}")
     return float(raw)
 
 
@@ -168,11 +172,11 @@ def parse_int(text: str, what: str = "value") -> int:
 
 
 def parse_feedback(text: str) -> tuple[float, float]:
-    """``f`` reply → (pos [turns], vel [turns/s]); exactly two numbers separated by one space."""
+    """``f`` reply → (pos [turns], vel [turns/s]): exactly two ``%f`` numbers, one space apart."""
     parts = text.split(" ")
     if len(parts) != 2:
         raise ProtocolError(f"reply {text!r}: expected '<pos> <vel>'")
-    return parse_float(parts[0], "pos"), parse_float(parts[1], "vel")
+    return parse_float(parts[0], "pos", fixed=True), parse_float(parts[1], "vel", fixed=True)
 
 
 # --- drive side (emulator) ----------------------------------------------------------------------

@@ -146,8 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="frictionctl bench lugre",
         description="cost and accuracy of the LuGre bristle update against naive Euler")
-    parser.add_argument("--number", type=int, default=100_000, help="calls per timing repeat")
-    parser.add_argument("--repeat", type=int, default=7, help="timing repeats (best is reported)")
+    parser.add_argument("--number", type=int, default=20_000, help="calls per timing repeat")
+    parser.add_argument("--repeat", type=int, default=25, help="timing repeats (best is reported)")
     args = parser.parse_args(argv)
     if args.number < 1 or args.repeat < 1:
         parser.error("--number and --repeat must be >= 1")

@@ -175,9 +175,6 @@ def test_nested_list_paths(base):
     assert str(err).startswith("plant.cogging[0].phase: unknown key")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "schema.prefixed() only accepts heads matching [A-Za-z0-9_.], so a validator message "
-    "'fc_profile[1]: ...' becomes 'plant: fc_profile[1]: ...' instead of 'plant.fc_profile[1]: ...'"))
 def test_fc_profile_validation_names_the_list_item(base):
     err = _error(base, _set("plant", "fc_profile", [[0.0, 1.0], [0.0, 2.0]]))
     assert str(err).startswith("plant.fc_profile[1]: times must increase"), str(err)

@@ -321,7 +321,7 @@ velocities = st.one_of(
 steps = _log_uniform(-9, 1).filter(lambda d: 1e-9 < d < 10.0)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(params=lugre_params(), frac=st.floats(-1.0, 1.0),
        moves=st.lists(st.tuples(velocities, steps), min_size=1, max_size=12))
 def test_z_stays_bounded_and_finite(params, frac, moves):
@@ -334,7 +334,7 @@ def test_z_stays_bounded_and_finite(params, frac, moves):
         assert abs(z) <= zmax + tol, (v, dt, z / zmax)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(forward=lugre_params(), reverse=lugre_params(), frac=st.floats(-1.0, 1.0),
        moves=st.lists(st.tuples(velocities, steps), min_size=1, max_size=8))
 def test_directional_z_stays_bounded_and_finite(forward, reverse, frac, moves):

@@ -55,6 +55,9 @@ def check_pieces(ref, t_start, segments, vmax, amax):
     match a, of a match the jerk (both exact up to rounding); the piece's jerk is the table's."""
     t = t_start
     for T, a0, j in segments:
+        if T < 1e4 * EPS * abs(t + T):  # a piece at the rounding level of t cannot be probed
+            t += T
+            continue
         m, d = t + 0.5 * T, 0.25 * T
         (xm, vm, am), (xp, vp, ap), (xn, vn, an) = ref.sample(m), ref.sample(m + d), ref.sample(m - d)
         round_t = 8 * EPS * abs(m) / d  # relative error of the time differences
@@ -64,7 +67,7 @@ def check_pieces(ref, t_start, segments, vmax, amax):
         assert (vp - vn) / (2 * d) == pytest.approx(am, abs=tol_a), (m, T, a0, j)
         assert am == pytest.approx(a0 + j * 0.5 * T, abs=1e-9 * amax + abs(j) * round_t * T)
         if abs(j) * 2 * d > 1e-6 * amax:  # jerk resolvable against rounding of a
-            assert (ap - an) / (2 * d) == pytest.approx(j, rel=1e-6)
+            assert (ap - an) / (2 * d) == pytest.approx(j, rel=1e-6 + round_t)
         t += T
 
 

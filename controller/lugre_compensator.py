@@ -1,0 +1,203 @@
+"""LuGre observer-based friction compensation: modes ``lugre`` and ``lugre_adaptive``.
+
+Per tick (all in :meth:`LuGreCompensator.step`, SI units):
+
+1. measured friction r [N·m]: momentum observer on the measured current and velocity;
+2. residual = r − F̂_lag, where F̂_lag is the previous F̂ through the momentum observer's own lag
+   (so a correct model leaves no residual in transients); the correction acts on the
+   lag-compensated measurement r + (F̂ − F̂_lag);
+3. estimation observer: ẑ integrated with the measured velocity (raw encoder difference by
+   default), corrected by that residual (or the tracking error) → F̂ = ``friction_hat_nm``;
+4. feedforward model (``observer.feedforward: reference``): the same corrected LuGre model driven by
+   the *reference* velocity. It carries no measurement delay and no velocity noise, and the
+   residual correction ties its state to the measured friction. (``estimate``: feed F̂ forward.)
+5. containment: F̂ and the feedforward bounded by the observers; a watchdog on the residual and the
+   sign of F̂ crossfades to the fallback (static Stribeck curve of the reference) — ``fallback``;
+6. ``lugre_adaptive``: Fc adapter (scale on the Stribeck level of both models), drift monitor
+   (``reidentify``) and, with ``cfg.schedule``, the scheduler (blended friction sets swapped into
+   the models, blended gains published as ``pid_gains``; feedforward change per tick bounded by
+   ``schedule.max_ff_step_nm``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from .adaptation import DriftMonitor, FcAdapter
+from .compensation import Compensator, StaticCompensator, TickSignals
+from .estimation_config import AdaptationConfig, ObserverConfig, ScheduleConfig
+from .friction import FrictionParams
+from .gains import PIDGains
+from .observer import LuGreObserver, MomentumObserver, Watchdog
+from .schedule import Scheduler
+
+if TYPE_CHECKING:
+    from .config import ControllerConfig
+
+NAN = float("nan")
+
+
+class LuGreCompensator(Compensator):
+    """Observer-based LuGre feedforward (module docstring). Logged attributes besides the base
+    ones: ``feedforward_nm``, ``momentum_nm`` (r), ``fallback``, ``fallback_weight`` (0..1 of the
+    crossfade), ``clamped``, ``weights`` (schedule)."""
+
+    def __init__(self, friction: FrictionParams, J: float, Kt: float, *,
+                 observer: ObserverConfig = ObserverConfig(),
+                 adaptation: AdaptationConfig | None = None,
+                 schedule: ScheduleConfig | None = None,
+                 base_pid: PIDGains | None = None,
+                 v_eps: float = 0.0) -> None:
+        super().__init__()
+        self.mode = "lugre" if adaptation is None else "lugre_adaptive"
+        self.cfg = observer
+        self.scheduler = Scheduler(schedule, base_pid) if schedule is not None else None
+        if self.scheduler is not None:
+            friction = self.scheduler.params
+        L = (LuGreObserver.gain_for(observer.bandwidth_hz, friction)
+             if observer.correction == "residual" else 0.0)
+        k = observer.tracking_gain_per_s if observer.correction == "tracking_error" else 0.0
+        margin = observer.clamp_margin_nm
+        self.momentum = MomentumObserver(J, Kt, observer.momentum_bandwidth_hz)
+        self.estimator = LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=margin)
+        self.ff_model = (LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=margin)
+                         if observer.feedforward == "reference" else None)
+        self.watchdog = Watchdog(observer.residual_limit_nm, observer.wrong_sign_velocity_rad_s,
+                                 observer.watchdog_s, observer.recover_s)
+        self._static = (StaticCompensator(friction, "stribeck", v_eps)
+                        if observer.fallback == "stribeck" else None)
+        self._fade_rate = 1.0 / observer.fade_s if observer.fade_s > 0.0 else math.inf  # [1/s]
+        self._use_encoder = observer.velocity_source == "encoder"
+        self.adapter = self.drift = None
+        if adaptation is not None:
+            self.adapter = FcAdapter(adaptation, self.estimator.active.Fc)
+            self.drift = DriftMonitor(adaptation)
+        self._max_ff_step = schedule.max_ff_step_nm if schedule is not None else math.inf
+        self.warnings: list[str] = list(self.scheduler.warnings) if self.scheduler else []
+        self.reset()
+
+    def reset(self) -> None:
+        super().reset()
+        self._pos_prev = NAN  # NaN: the next step is the first after a reset
+        self._f_lag = 0.0
+        self.momentum.reset()
+        self.estimator.reset()
+        if self.ff_model is not None:
+            self.ff_model.reset()
+        self.watchdog.reset()
+        if self.adapter is not None:
+            self.adapter.reset()
+            self.drift.reset()
+        if self.scheduler is not None:
+            self.scheduler.reset()
+        self.z_hat = 0.0
+        self.fc_hat_nm = self.estimator.active.Fc
+        self.residual_nm = 0.0
+        self.reidentify = False
+        self.feedforward_nm = 0.0
+        self.momentum_nm = 0.0
+        self.fallback = False
+        self.fallback_weight = 0.0
+        self.clamped = False
+        self.weights: tuple[float, ...] = ()
+
+    def _schedule(self, s: TickSignals, dt_s: float) -> None:
+        sched = self.scheduler
+        v_ref = s.vel_ref_rad_s
+        sched.update(dt_s, temperature_c=s.temperature_c, payload_kg=s.payload_kg,
+                     speed_rad_s=abs(v_ref), direction=(v_ref > 0.0) - (v_ref < 0.0))
+        if sched.changed:
+            params = sched.params
+            self.estimator.set_params(params)
+            if self.ff_model is not None:
+                self.ff_model.set_params(params)
+            if self._static is not None:
+                self._static.params = params
+            self.weights = sched.weights
+            self.pid_gains = sched.gains
+
+    def step(self, s: TickSignals, dt_s: float) -> float:
+        vel = s.vel_rad_s
+        current = s.current_a
+        pos = s.pos_rad
+        v_ref = s.vel_ref_rad_s
+        check = vel + current + pos + v_ref + s.pos_ref_rad
+        finite = check - check == 0.0  # False for NaN and ±inf
+        first = self._pos_prev != self._pos_prev
+        if self._use_encoder and not first:
+            v = (pos - self._pos_prev) / dt_s
+        else:
+            v = vel
+        self._pos_prev = pos
+        if self.scheduler is not None:
+            self._schedule(s, dt_s)
+        est = self.estimator
+        ff_model = self.ff_model
+        if finite:
+            mo = self.momentum
+            if first:
+                mo.reset(vel)
+            r = mo.step(current, vel, dt_s)
+            f_prev = est.f_hat
+            lag = self._f_lag
+            lag += mo.gain * (f_prev - lag)  # F̂ through the momentum observer's lag
+            self._f_lag = lag
+            residual = r - lag
+            r_corr = r + (f_prev - lag)  # measured friction, lag-compensated
+            e = pos - s.pos_ref_rad
+            f_hat = est.step(v, dt_s, r_corr, e)
+            model = ff_model.step(v_ref, dt_s, r_corr, e) if ff_model is not None else f_hat
+            self.momentum_nm = r
+        else:  # hold every state; the watchdog falls back at once
+            residual = NAN
+            f_hat = est.f_hat
+            model = ff_model.f_hat if ff_model is not None else f_hat
+        fallback = self.watchdog.step(residual, f_hat, v, dt_s, finite)
+        if self.adapter is not None:
+            p = est.active
+            hold = fallback or s.saturated or s.faulted or not finite
+            scale = self.adapter.step(residual, v, dt_s, hold=hold, fc_nominal_nm=p.Fc)
+            est.scale = scale
+            if ff_model is not None:
+                ff_model.scale = scale
+            self.fc_hat_nm = scale * p.Fc
+            self.reidentify = self.drift.step(residual, v, p.vs, dt_s, hold,
+                                              sliding=self.adapter.direction)
+        else:
+            self.fc_hat_nm = est.active.Fc
+        # crossfade observer <-> fallback
+        lam = self.fallback_weight
+        if fallback or lam > 0.0:
+            lam += (dt_s if fallback else -dt_s) * self._fade_rate
+            lam = 1.0 if lam > 1.0 else (0.0 if lam < 0.0 else lam)
+            self.fallback_weight = lam
+            fb = self._static.step(s, dt_s) if self._static is not None else 0.0
+            ff = model + lam * (fb - model)
+        else:
+            ff = model
+        step_max = self._max_ff_step
+        prev = self.feedforward_nm
+        if ff - prev > step_max:
+            ff = prev + step_max
+        elif prev - ff > step_max:
+            ff = prev - step_max
+        if ff - ff != 0.0:  # non-finite (only from non-finite references): no feedforward
+            ff = 0.0
+        self.fallback = fallback
+        self.clamped = est.clamped
+        self.friction_hat_nm = f_hat
+        self.z_hat = est.z_hat
+        self.residual_nm = residual
+        self.feedforward_nm = ff
+        return ff
+
+
+def make_lugre_compensator(cfg: "ControllerConfig", adaptive: bool) -> LuGreCompensator:
+    """``lugre`` (observer, fixed parameters) or ``lugre_adaptive`` (plus Fc adaptation, drift
+    monitor and, when ``cfg.schedule`` is set, gain scheduling)."""
+    observer = getattr(cfg, "observer", None) or ObserverConfig()
+    adaptation = (getattr(cfg, "adaptation", None) or AdaptationConfig()) if adaptive else None
+    schedule = getattr(cfg, "schedule", None) if adaptive else None
+    return LuGreCompensator(cfg.friction, cfg.J, cfg.Kt, observer=observer, adaptation=adaptation,
+                            schedule=schedule, base_pid=cfg.pid, v_eps=cfg.feedforward_v_eps)

@@ -1,0 +1,390 @@
+"""ODrive over the ASCII protocol (UART / USB CDC, firmware 0.5.6): the torque-mode backend.
+
+Per tick, one write and up to three reply lines, bounded by ``timeout_s``:
+
+``read()``  discard whatever arrived since the last tick (late replies, noise: counted in
+            ``rejected_lines``), send ``f <axis>`` and ``r axis<n>.motor.current_control.Iq_measured``
+            (and every ``status_every_ticks`` ticks ``r axis<n>.current_state``) in one write, read
+            the replies. Each reply must have its own shape — two ``%f`` numbers, one ``%f``
+            number, an integer — so a lost or shifted line can never be taken for another; a line
+            that does not parse is counted in ``rejected_lines`` and never becomes a value: the
+            sample is stale instead (``sequence`` counts good ``f`` replies). Position/velocity
+            turns → rad; current = Iq_measured; torque estimate and temperature NaN.
+``write()`` ``c <axis> <torque>`` (no reply; feeds the drive watchdog).
+
+Link budget: the request and reply bytes per tick at 10 bits/byte set the highest loop rate
+(:func:`max_rate_for_baud`); a loop rate above it is refused when opening. Without checksums,
+line noise that happens to form a well-formed reply cannot be told from one: enable
+``use_checksum`` on a noisy link. The port is opened with ``exclusive=True`` and read with
+``select`` on its file descriptor (POSIX).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import select
+import time
+from typing import Callable
+
+import serial
+
+from .backend import Backend, Clock, DriveState, Feedback
+from .errors import BackendError, CommunicationError, EnableError, ProtocolError
+from .odrive_ascii_codec import (CMD_CLEAR_ERRORS, MAX_LINE_BYTES, READ_REPLY_CHARS,
+                                 cmd_feed_watchdog, cmd_feedback, cmd_read, cmd_torque, cmd_write,
+                                 decode_reply, encode_line, format_feedback, parse_feedback,
+                                 parse_float, parse_int, prop_axis_error, prop_current_state,
+                                 prop_enable_watchdog, prop_input_mode, prop_iq_measured,
+                                 prop_requested_state, prop_watchdog_timeout)
+from .odrive_codec import AxisState, InputMode, axis_error_text
+
+log = logging.getLogger(__name__)
+
+TWO_PI = 2.0 * math.pi
+NAN = math.nan
+BITS_PER_BYTE = 10  # UART 8N1: start + 8 data + stop
+LINK_MARGIN = 0.2  # fraction of each period kept free (drive processing, OS and USB latency)
+# Widest values the byte budget assumes: |pos| < 1e4 turns, |vel| < 100 turns/s, |torque| < 100 N·m.
+_WORST_POS_TURNS = -9999.999999
+_WORST_VEL_TURNS_S = -99.999999
+_WORST_TORQUE_NM = -99.999999
+_CHECKSUM_REQUEST_BYTES = 5  # " *255"
+_CHECKSUM_REPLY_BYTES = 4  # "*255"
+
+
+def tick_bytes(axis: int, use_checksum: bool, status: bool) -> int:
+    """Bytes on the wire for one tick, both directions: requests with their newline, replies with
+    ``\\r\\n``, worst-case number widths, checksums at 3 digits."""
+    requests = [cmd_feedback(axis), cmd_read(prop_iq_measured(axis)), cmd_torque(axis, _WORST_TORQUE_NM)]
+    replies = [format_feedback(_WORST_POS_TURNS, _WORST_VEL_TURNS_S), "-" * READ_REPLY_CHARS]
+    if status:
+        requests.append(cmd_read(prop_current_state(axis)))
+        replies.append("13")
+    tx = sum(len(r) + 1 + (_CHECKSUM_REQUEST_BYTES if use_checksum else 0) for r in requests)
+    rx = sum(len(r) + 2 + (_CHECKSUM_REPLY_BYTES if use_checksum else 0) for r in replies)
+    return tx + rx
+
+
+def max_rate_for_baud(baudrate: int, axis: int = 0, use_checksum: bool = False,
+                      status: bool = True) -> float:
+    """Highest loop rate [Hz] whose ticks fit the UART with LINK_MARGIN of each period to spare.
+    Request and reply bytes are counted one after the other (no credit for full duplex)."""
+    seconds = tick_bytes(axis, use_checksum, status) * BITS_PER_BYTE / baudrate
+    return (1.0 - LINK_MARGIN) / seconds
+
+
+def rate_refusal(rate_hz: float, baudrate: int, axis: int, use_checksum: bool, status: bool) -> str | None:
+    """The one-line reason a loop rate cannot run on this link, or None if it can."""
+    limit = max_rate_for_baud(baudrate, axis, use_checksum, status)
+    if rate_hz <= limit:
+        return None
+    return (f"{rate_hz:g} Hz is above what odrive_ascii holds at {baudrate} baud: at most "
+            f"{limit:.1f} Hz ({tick_bytes(axis, use_checksum, status)} bytes per tick at "
+            f"{BITS_PER_BYTE} bits/byte, {LINK_MARGIN:.0%} margin)")
+
+
+class ODriveAsciiBackend(Backend):
+    """One ODrive axis in torque control over the ASCII protocol."""
+
+    name = "odrive_ascii"
+
+    def __init__(self, clock: Clock, *, port: str | serial.Serial, baudrate: int = 115200,
+                 axis: int = 0, timeout_s: float = 0.002, use_checksum: bool = False,
+                 status_every_ticks: int = 10, rate_hz: float | None = None,
+                 watchdog_timeout_s: float = math.inf,
+                 link_time: Callable[[], float] = time.monotonic) -> None:
+        """``port``: device path, or an open ``serial.Serial`` (the caller keeps ownership);
+        ``timeout_s``: longest wait for the replies of one tick [s]; ``status_every_ticks``: poll
+        ``current_state`` every n ticks (0 = never); ``rate_hz``: the loop rate, refused in
+        ``open()`` if the link cannot hold it; ``watchdog_timeout_s``: written to the drive and
+        enabled in ``enable()`` (inf = leave the drive's watchdog setting alone) [s]."""
+        super().__init__()
+        if timeout_s <= 0 or watchdog_timeout_s <= 0 or baudrate <= 0:
+            raise BackendError(f"{self.name}: timeout_s, watchdog_timeout_s, baudrate must be > 0")
+        if status_every_ticks < 0:
+            raise BackendError(f"{self.name}: status_every_ticks must be >= 0")
+        self.clock = clock
+        self.port = port
+        self.baudrate = baudrate
+        self.axis = axis
+        self.timeout_s = timeout_s
+        self.use_checksum = use_checksum
+        self.status_every_ticks = status_every_ticks
+        self.rate_hz = rate_hz
+        self.watchdog_timeout_s = watchdog_timeout_s
+        self._link_time = link_time
+        self._ser: serial.Serial | None = None
+        self._rx = b""
+        self.rejected_lines = 0
+        self.last_rejected = ""
+        self._reset_samples()
+
+    @classmethod
+    def from_config(cls, cfg, clock: Clock, port: str | serial.Serial | None = None) -> "ODriveAsciiBackend":
+        """Build from ``cfg.drive`` (port, baudrate, axis, timeout_s, watchdog_timeout_s,
+        checksum) and ``cfg.loop.rate_hz``; ``port`` overrides ``cfg.drive.port``. Refuses
+        (ConfigError) a loop rate the link cannot hold and a period the drive watchdog cannot
+        survive."""
+        from controller.schema import ConfigError
+
+        d = cfg.drive
+        use_checksum = bool(getattr(d, "checksum", False))
+        status_every = int(getattr(d, "status_every_ticks", 10))
+        reason = rate_refusal(cfg.loop.rate_hz, d.baudrate, d.axis, use_checksum, status_every > 0)
+        if reason:
+            raise ConfigError("loop.rate_hz", reason)
+        if math.isfinite(d.watchdog_timeout_s) and cfg.loop.dt_s >= d.watchdog_timeout_s:
+            raise ConfigError("drive.watchdog_timeout_s",
+                              f"{d.watchdog_timeout_s:g} s is not longer than the loop period "
+                              f"{cfg.loop.dt_s:g} s: the drive watchdog would expire between ticks")
+        port = d.port if port is None else port
+        if not port:
+            raise ConfigError("drive.port", "required for odrive_ascii (e.g. /dev/ttyACM0)")
+        return cls(clock, port=port, baudrate=d.baudrate, axis=d.axis, timeout_s=d.timeout_s,
+                   use_checksum=use_checksum, status_every_ticks=status_every,
+                   rate_hz=cfg.loop.rate_hz, watchdog_timeout_s=d.watchdog_timeout_s)
+
+    def max_rate_hz(self) -> float:
+        return max_rate_for_baud(self.baudrate, self.axis, self.use_checksum,
+                                 self.status_every_ticks > 0)
+
+    def _reset_samples(self) -> None:
+        self._pos_turns = NAN
+        self._vel_turns_s = NAN
+        self._iq_a = NAN
+        self._sample_at = NAN  # loop-clock time of the last good ``f`` reply [s]
+        self._sequence = 0
+        self._axis_state: int | None = None
+        self._axis_error = 0
+        self._tick = 0
+
+    # --- hooks -----------------------------------------------------------------------------------
+    def _open(self) -> None:
+        if self.rate_hz is not None:
+            reason = rate_refusal(self.rate_hz, self.baudrate, self.axis, self.use_checksum,
+                                  self.status_every_ticks > 0)
+            if reason:
+                raise BackendError(f"{self.name}: {reason}")
+        if isinstance(self.port, str):
+            try:
+                self._ser = serial.Serial(self.port, self.baudrate, timeout=0,
+                                          write_timeout=self.timeout_s, exclusive=True)
+            except (serial.SerialException, OSError, ValueError) as err:
+                raise CommunicationError(f"{self.name}: cannot open {self.port}: {err}") from err
+        else:
+            self._ser = self.port
+        self._rx = b""
+        self._reset_samples()
+
+    def _close(self) -> None:
+        ser, self._ser = self._ser, None
+        if ser is not None and ser is not self.port:
+            ser.close()
+
+    def _enable(self, timeout_s: float) -> None:
+        a = self.axis
+        deadline = self._link_time() + timeout_s
+        self._discard_pending()
+        error = self._query_int(cmd_read(prop_axis_error(a)), deadline, "axis error")
+        if error:
+            raise EnableError(f"{self.name}: axis {a} reports error 0x{error:X}: "
+                              f"{axis_error_text(error)}; fix the cause, then reset_fault()")
+        setup: list[str] = []
+        if math.isfinite(self.watchdog_timeout_s):
+            setup += [cmd_write(prop_watchdog_timeout(a), float(self.watchdog_timeout_s)),
+                      cmd_write(prop_enable_watchdog(a), 1)]
+        setup += [cmd_write(prop_input_mode(a), int(InputMode.PASSTHROUGH)),
+                  cmd_torque(a, 0.0),  # torque mode, zero torque: never resume an old command
+                  cmd_write(prop_requested_state(a), int(AxisState.CLOSED_LOOP_CONTROL))]
+        self._send(setup)
+        try:
+            self._await_closed_loop(deadline, timeout_s)
+        except BaseException:
+            self._send_quietly([cmd_write(prop_requested_state(a), int(AxisState.IDLE))])
+            raise
+        self._axis_state = AxisState.CLOSED_LOOP_CONTROL
+        self._axis_error = 0
+        self._tick = 0
+
+    def _await_closed_loop(self, deadline: float, timeout_s: float) -> None:
+        """Poll ``current_state`` until CLOSED_LOOP_CONTROL. The first reply after the setup
+        writes is read without discarding anything, so a refusal of one of them surfaces here."""
+        a = self.axis
+        feed = [cmd_feed_watchdog(a)] if math.isfinite(self.watchdog_timeout_s) else []
+        first = True
+        while True:
+            if not first:
+                self._discard_pending()
+            if feed:
+                self._send(feed)
+            state = self._query_int(cmd_read(prop_current_state(a)), deadline, "current state")
+            first = False
+            if state == AxisState.CLOSED_LOOP_CONTROL:
+                return
+            if state == AxisState.IDLE:
+                error = self._query_int(cmd_read(prop_axis_error(a)), deadline, "axis error")
+                if error:
+                    raise EnableError(f"{self.name}: axis {a} faulted while enabling: error "
+                                      f"0x{error:X}: {axis_error_text(error)}")
+            if self._link_time() >= deadline:
+                raise EnableError(f"{self.name}: axis {a} did not reach CLOSED_LOOP_CONTROL within "
+                                  f"{timeout_s:g} s (last state {state})")
+
+    def _query_int(self, command: str, deadline: float, what: str) -> int:
+        """One request/reply during enable; no reply or a refusal raises EnableError."""
+        self._send([command])
+        line = self._readline(deadline)
+        if line is None:
+            raise EnableError(f"{self.name}: no reply to {command!r} on {self._port_name()} "
+                              f"(drive connected? ASCII protocol on this port? baud rate {self.baudrate}?)")
+        try:
+            return parse_int(decode_reply(line, self.use_checksum), what)
+        except ProtocolError as err:
+            raise EnableError(f"{self.name}: while enabling: {err}") from err
+
+    def _disable(self) -> None:
+        if self._ser is not None:
+            self._send([cmd_write(prop_requested_state(self.axis), int(AxisState.IDLE))])
+            self._axis_state = None
+
+    def _reset_fault(self) -> None:
+        self._send([CMD_CLEAR_ERRORS])
+        self._axis_error = 0
+
+    def _write(self, torque_nm: float) -> None:
+        self._send([cmd_torque(self.axis, torque_nm)])
+
+    def _read(self) -> Feedback:
+        a = self.axis
+        self._discard_pending()
+        status = self.status_every_ticks > 0 and self._tick % self.status_every_ticks == 0
+        self._tick += 1
+        commands = [cmd_feedback(a), cmd_read(prop_iq_measured(a))]
+        if status:
+            commands.append(cmd_read(prop_current_state(a)))
+        self._send(commands)
+        deadline = self._link_time() + self.timeout_s
+        lines = []
+        for _ in commands:
+            line = self._readline(deadline)
+            if line is None:
+                break
+            lines.append(line)
+        if len(lines) > 0 and (fb := self._parse(lines[0], parse_feedback)) is not None:
+            self._pos_turns, self._vel_turns_s = fb
+            self._sample_at = self.clock.now()
+            self._sequence += 1
+        if len(lines) > 1 and (iq := self._parse(lines[1], lambda t: parse_float(t, "Iq", fixed=True))) is not None:
+            self._iq_a = iq
+        if len(lines) > 2 and (state := self._parse(lines[2], lambda t: parse_int(t, "state"))) is not None:
+            self._axis_state = state
+            if state != AxisState.CLOSED_LOOP_CONTROL and self.enabled:
+                self._poll_error()
+        return self._sample()
+
+    def _poll_error(self) -> None:
+        """Fault path (the axis left closed loop): read ``axis.error``, bounded by timeout_s."""
+        self._send([cmd_read(prop_axis_error(self.axis))])
+        line = self._readline(self._link_time() + self.timeout_s)
+        if line is not None and (code := self._parse(line, lambda t: parse_int(t, "error"))) is not None:
+            self._axis_error = code
+
+    # --- the sample --------------------------------------------------------------------------------
+    def _sample(self) -> Feedback:
+        now = self.clock.now()
+        state, code, text = self._state()
+        return Feedback(
+            t_s=now,
+            position_rad=self._pos_turns * TWO_PI,
+            velocity_rad_s=self._vel_turns_s * TWO_PI,
+            current_a=self._iq_a,
+            torque_nm=NAN,
+            state=state,
+            fault_code=code,
+            fault_text=text,
+            sequence=self._sequence,
+            age_s=now - self._sample_at if self._sequence else math.inf,
+        )
+
+    def _state(self) -> tuple[DriveState, int, str]:
+        if self._axis_error:
+            return DriveState.FAULT, self._axis_error, axis_error_text(self._axis_error)
+        st = self._axis_state
+        if st is None:
+            return (DriveState.ENABLED if self.enabled else DriveState.DISABLED), 0, ""
+        if st == AxisState.CLOSED_LOOP_CONTROL:
+            return DriveState.ENABLED, 0, ""
+        if self.enabled:
+            name = AxisState(st).name if st in AxisState._value2member_map_ else str(st)
+            return DriveState.FAULT, 0, f"axis state {name} while enabled (expected CLOSED_LOOP_CONTROL)"
+        return (DriveState.DISABLED if st in (AxisState.IDLE, AxisState.UNDEFINED) else DriveState.ENABLING), 0, ""
+
+    # --- lines -------------------------------------------------------------------------------------
+    def _parse(self, line: bytes, parse: Callable[[str], object]):
+        try:
+            return parse(decode_reply(line, self.use_checksum))
+        except ProtocolError as err:
+            self._reject(str(err))
+            return None
+
+    def _reject(self, reason: str) -> None:
+        self.rejected_lines += 1
+        self.last_rejected = reason
+        log.debug("%s: rejected: %s", self.name, reason)
+
+    def _discard_pending(self) -> None:
+        """Drop bytes that arrived outside an exchange (late replies, noise), counting the lines."""
+        data = self._rx + self._read_available(0.0)
+        self._rx = b""
+        if data:
+            lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+            for _ in range(lines):
+                self._reject(f"discarded out-of-turn bytes {data[:40]!r}")
+
+    def _readline(self, deadline: float) -> bytes | None:
+        """One ``\\n``-terminated line, or None at the link-time deadline (partial bytes kept)."""
+        while True:
+            end = self._rx.find(b"\n")
+            if end >= 0:
+                line, self._rx = self._rx[:end + 1], self._rx[end + 1:]
+                return line
+            if len(self._rx) > MAX_LINE_BYTES:
+                self._reject(f"overlong line {self._rx[:40]!r}...")
+                self._rx = b""
+            remaining = deadline - self._link_time()
+            if remaining <= 0:
+                return None
+            self._rx += self._read_available(remaining)
+
+    def _read_available(self, timeout_s: float) -> bytes:
+        ser = self._require_port()
+        try:
+            ready, _, _ = select.select([ser.fileno()], [], [], max(0.0, timeout_s))
+            if not ready:
+                return b""
+            return ser.read(max(1, ser.in_waiting))
+        except (serial.SerialException, OSError, ValueError) as err:
+            raise CommunicationError(f"{self.name}: read from {self._port_name()} failed: {err}") from err
+
+    def _send(self, commands: list[str]) -> None:
+        ser = self._require_port()
+        data = b"".join(encode_line(c, self.use_checksum) for c in commands)
+        try:
+            ser.write(data)
+        except (serial.SerialException, OSError, ValueError) as err:
+            raise CommunicationError(f"{self.name}: write to {self._port_name()} failed: {err}") from err
+
+    def _send_quietly(self, commands: list[str]) -> None:
+        try:
+            self._send(commands)
+        except CommunicationError as err:
+            log.error("%s: %s", self.name, err)
+
+    def _require_port(self) -> serial.Serial:
+        if self._ser is None:
+            raise CommunicationError(f"{self.name}: port not open")
+        return self._ser
+
+    def _port_name(self) -> str:
+        return self.port if isinstance(self.port, str) else getattr(self.port, "port", "<port>")

@@ -1,0 +1,571 @@
+"""An emulated CiA 402 servo drive on a python-can bus, with the simulated turntable behind it.
+
+The drive is a canopen LocalNode (object dictionary from an EDS, or the driver's minimal one):
+the library gives the SDO server, NMT slave, heartbeat producer and EMCY producer. What a
+LocalNode does not do, this module does, as a real drive would:
+
+- answers SYNC with the TPDOs the master mapped (read from 0x1800+n / 0x1A00+n at NMT start),
+- applies received RPDOs (0x1400+n / 0x1600+n) at the next SYNC (transmission type 1..240) or at
+  once (254/255); a too-short RPDO is refused with EMCY 0x8210,
+- runs the CiA 402 power state machine (``drive_step``) on the controlword, refuses
+  mapping entries that are not mappable (SDO abort 0x06040041 / 0x06040042),
+- turns target torque (‰ of rated torque 0x6076) into a current command for the plant while
+  OPERATION ENABLED in CST, and reports position 0x6064 [counts, i32 wrapping], current 0x6078
+  and torque 0x6077 [‰],
+- watches the master heartbeat when 0x1016 is configured (after the first one arrives): a lapse
+  while the power stage is on is EMCY 0x8130 and FAULT; leaving NMT OPERATIONAL while powered
+  disables the voltage.
+
+Modes: ``lockstep`` — the plant advances exactly one ``period_s`` per SYNC (after the TPDOs of
+that SYNC are sent: the sample is taken at SYNC, the torque applied at SYNC acts over the next
+period); ``realtime`` — a thread advances the plant every ``period_s`` of real time and SYNC
+only samples it.
+
+Fault injection: :meth:`drop_next`, :meth:`delay_next`, :meth:`inject_fault`,
+:meth:`send_error_frame`, :meth:`stop_heartbeat` (and ``silent=True``: never a heartbeat).
+``capture_path`` records every frame on the channel through ``can.Logger`` (format by extension:
+``.log`` candump, ``.asc``, ...).
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import logging
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import can
+import canopen
+from canopen.objectdictionary import ODVariable, import_od
+from canopen.sdo import SdoAbortedError
+
+from controller.config import PlantConfig
+from drivers.cia402 import minimal_object_dictionary
+from drivers.cia402_protocol import (
+    CAN_ERR_PROT, MODE_CST, OD_CONSUMER_HEARTBEAT, OD_CONTROLWORD, OD_CURRENT_ACTUAL,
+    OD_ERROR_REGISTER, OD_MODES_OF_OPERATION, OD_MODES_OF_OPERATION_DISPLAY, OD_POSITION_ACTUAL,
+    OD_PRODUCER_HEARTBEAT, OD_RATED_CURRENT, OD_RATED_TORQUE, OD_STATUSWORD, OD_TARGET_TORQUE,
+    OD_TORQUE_ACTUAL, PDO_COB_ID_INVALID, SW_INTERNAL_LIMIT, SW_REMOTE, SW_VOLTAGE_ENABLED,
+    SYNC_COB_ID, NMT_COB_ID, HEARTBEAT_BASE, CobIds, PowerState, decode_mapping_entry, drive_step,
+    encode_emcy, encode_statusword, error_register_for, from_permille, to_permille, wrap_i32,
+)
+from hil.plant import PlantMeasurement, Turntable
+
+log = logging.getLogger(__name__)
+
+_POWERED = (PowerState.OPERATION_ENABLED, PowerState.QUICK_STOP_ACTIVE, PowerState.SWITCHED_ON)
+_SDO_ABORT_NOT_MAPPABLE = 0x06040041
+_SDO_ABORT_PDO_TOO_LONG = 0x06040042
+_EMCY_PDO_LENGTH = 0x8210
+_EMCY_HEARTBEAT = 0x8130
+_NOTIFIER_CYCLE_S = 0.05  # receive-thread wake-up: bounds how long close() waits for it [s]
+
+
+class EmulatorMode(enum.Enum):
+    LOCKSTEP = "lockstep"  # one plant period per SYNC
+    REALTIME = "realtime"  # the plant runs on the real clock
+
+
+@dataclass(frozen=True, slots=True)
+class _PdoChannel:
+    """One valid PDO as the master configured it: COB-ID, transmission type, mapped objects."""
+
+    cob_id: int
+    trans_type: int
+    entries: tuple[tuple[int, int, struct.Struct], ...]  # (index, subindex, codec)
+
+    @property
+    def size(self) -> int:
+        return sum(codec.size for _, _, codec in self.entries)
+
+
+class Cia402Emulator:
+    """A CiA 402 drive in CST on ``interface``/``channel`` (virtual by default), node ``node_id``.
+
+    Rated current [A] and rated torque [N·m] override the object dictionary's 0x6075/0x6076.
+    Use as a context manager, or ``start()`` / ``close()``.
+    """
+
+    def __init__(self, plant: PlantConfig, *, channel: str, interface: str = "virtual",
+                 node_id: int = 32, eds_path: Optional[str | Path] = None,
+                 mode: EmulatorMode | str = EmulatorMode.LOCKSTEP, period_s: float = 0.001,
+                 rated_current_a: Optional[float] = None, rated_torque_nm: Optional[float] = None,
+                 silent: bool = False, capture_path: Optional[str | Path] = None, seed: int = 0) -> None:
+        if period_s <= 0:
+            raise ValueError(f"period_s: must be > 0, got {period_s}")
+        self.mode = EmulatorMode(mode)
+        self.period_s = period_s
+        self.ids = CobIds(node_id)
+        self.plant = Turntable(plant, seed=seed)
+        self._interface, self._channel = interface, channel
+        self._eds_path = eds_path
+        self._rated_overrides = (rated_current_a, rated_torque_nm)
+        self._silent = silent
+        self._capture_path = capture_path
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._started = False
+        self._network: Optional[canopen.Network] = None
+        self.node: Optional[canopen.LocalNode] = None
+        self._capture: Optional[tuple[can.BusABC, can.Notifier]] = None
+        self._stop = threading.Event()
+        self._plant_thread: Optional[threading.Thread] = None
+        self._timers: list[threading.Timer] = []
+        # drive state (guarded by _lock)
+        self._state = PowerState.NOT_READY_TO_SWITCH_ON
+        self._cw = 0  # controlword in force
+        self._cw_prev = 0  # controlword at the previous evaluation (for the bit-7 edge)
+        self._target_pm = 0  # target torque [‰ of rated torque]
+        self._op_mode = 0  # 0x6060
+        self.error_register = 0
+        self._rated_current_a = 1.0
+        self._rated_torque_nm = 1.0
+        self._sample = PlantMeasurement(0.0, 0, 0.0)
+        self._limited = False
+        self._operational = False
+        self._pdo_dirty = True
+        self._tpdos: tuple[_PdoChannel, ...] = ()
+        self._rpdos: dict[int, _PdoChannel] = {}
+        self._pending_rpdo: dict[int, bytes] = {}
+        self._drop = 0
+        self._delays: collections.deque[float] = collections.deque()
+        self._consumer: Optional[tuple[int, float]] = None  # (master node id, time [s])
+        self._master_hb_s: Optional[float] = None  # monotonic time of the last master heartbeat
+        self._consumer_expired = False
+        self._live: dict[int, Callable[[], int]] = {
+            OD_STATUSWORD: lambda: self.statusword,
+            OD_CONTROLWORD: lambda: self._cw,
+            OD_POSITION_ACTUAL: lambda: wrap_i32(self._sample.position_counts),
+            OD_CURRENT_ACTUAL: self._current_permille,
+            OD_TORQUE_ACTUAL: self._torque_permille,
+            OD_TARGET_TORQUE: lambda: self._target_pm,
+            OD_MODES_OF_OPERATION: lambda: self._op_mode,
+            OD_MODES_OF_OPERATION_DISPLAY: lambda: self._op_mode,
+            OD_ERROR_REGISTER: lambda: self.error_register,
+        }
+        # counters
+        self.sync_count = 0
+        self.tpdo_sent = 0
+        self.tpdo_dropped = 0
+        self.master_heartbeats = 0
+        self.overruns = 0  # realtime: plant periods started late
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    def __enter__(self) -> "Cia402Emulator":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self) -> None:
+        if self._capture_path is not None:
+            cap_bus = can.Bus(interface=self._interface, channel=self._channel)
+            self._capture = (cap_bus, can.Notifier(cap_bus, [can.Logger(str(self._capture_path))]))
+        net = canopen.Network(can.Bus(interface=self._interface, channel=self._channel))
+        net.NOTIFIER_CYCLE = _NOTIFIER_CYCLE_S
+        self._network = net
+        net.connect()
+        node_id = self.ids.node_id
+        od = import_od(str(self._eds_path), node_id) if self._eds_path else minimal_object_dictionary(node_id)
+        node = net.create_node(node_id, od)
+        self.node = node
+        node.add_read_callback(self._on_sdo_read)
+        node.add_write_callback(self._on_sdo_write)
+        current_a, torque_nm = self._rated_overrides
+        if current_a is not None:
+            node.sdo.download(OD_RATED_CURRENT, 0, struct.pack("<I", round(current_a * 1000)))
+        if torque_nm is not None:
+            node.sdo.download(OD_RATED_TORQUE, 0, struct.pack("<I", round(torque_nm * 1000)))
+        self._rated_current_a = self._read_u(OD_RATED_CURRENT, 0) / 1000.0
+        self._rated_torque_nm = self._read_u(OD_RATED_TORQUE, 0) / 1000.0
+        mode = od.get_variable(OD_MODES_OF_OPERATION)
+        self._op_mode = int(mode.value if mode.value is not None else mode.default or 0) if mode else 0
+        net.subscribe(SYNC_COB_ID, self._on_sync)
+        net.subscribe(NMT_COB_ID, self._on_nmt)  # after the NmtSlave's own subscription
+        node.nmt.state = "INITIALISING"  # boot-up frame
+        node.nmt.state = "PRE-OPERATIONAL"  # starts the heartbeat if 0x1017 is set
+        if self._silent:
+            node.nmt.stop_heartbeat()
+        if self.mode is EmulatorMode.REALTIME:
+            self._plant_thread = threading.Thread(target=self._run_realtime, name="cia402-emu-plant",
+                                                  daemon=True)
+            self._plant_thread.start()
+
+    def close(self) -> None:
+        """Stop every thread and release the buses. Safe to call twice."""
+        if not self._started:
+            return
+        self._started = False
+        self._stop.set()
+        if self._plant_thread is not None:
+            self._plant_thread.join()
+            self._plant_thread = None
+        for timer in self._timers:
+            timer.cancel()
+        for timer in self._timers:
+            timer.join()
+        self._timers.clear()
+        if self.node is not None:
+            self.node.nmt.stop_heartbeat()
+        if self._network is not None:
+            self._network.disconnect()
+            self._network = None
+        if self._capture is not None:
+            cap_bus, notifier = self._capture
+            notifier.stop()
+            cap_bus.shutdown()
+            self._capture = None
+
+    # --- observation -----------------------------------------------------------------------------
+    @property
+    def state(self) -> PowerState:
+        return self._state
+
+    @property
+    def statusword(self) -> int:
+        extra = SW_REMOTE
+        if self._state in _POWERED or self._state is PowerState.READY_TO_SWITCH_ON:
+            extra |= SW_VOLTAGE_ENABLED
+        if self._limited:
+            extra |= SW_INTERNAL_LIMIT
+        return encode_statusword(self._state, extra)
+
+    @property
+    def controlword(self) -> int:
+        return self._cw
+
+    @property
+    def target_torque_permille(self) -> int:
+        return self._target_pm
+
+    @property
+    def operational(self) -> bool:
+        """NMT OPERATIONAL (PDOs exchanged)."""
+        return self._operational
+
+    @property
+    def silent(self) -> bool:
+        return self._silent
+
+    def wait_until(self, predicate: Callable[["Cia402Emulator"], bool], timeout_s: float) -> bool:
+        """Wait (without polling) until ``predicate(self)`` holds; checked after every SYNC and
+        state change. False after ``timeout_s``."""
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self), timeout_s)
+
+    # --- fault injection -------------------------------------------------------------------------
+    def drop_next(self, n: int = 1) -> None:
+        """Answer the next ``n`` SYNCs with no TPDO."""
+        with self._lock:
+            self._drop += n
+
+    def delay_next(self, n: int, delay_s: float) -> None:
+        """Send the TPDOs of the next ``n`` SYNCs ``delay_s`` late."""
+        with self._lock:
+            self._delays.extend([delay_s] * n)
+
+    def inject_fault(self, emcy_code: int = 0x2310, vendor: bytes = b"") -> None:
+        """An internal fault: EMCY frame now, FAULT REACTION ACTIVE (13), FAULT at the next SYNC (14)."""
+        with self._lock:
+            self._fault(emcy_code, vendor)
+
+    def send_error_frame(self, error_class: int = CAN_ERR_PROT, data: bytes = bytes(8)) -> None:
+        """An error frame on the bus; ``error_class`` carries SocketCAN's class bits (CAN_ERR_*)."""
+        self._send_message(can.Message(arbitration_id=error_class, data=data, is_error_frame=True,
+                                       is_extended_id=False))
+
+    def stop_heartbeat(self) -> None:
+        """Stop the heartbeat now and for good (a later 0x1017 write does not restart it)."""
+        self._silent = True
+        if self.node is not None:
+            self.node.nmt.stop_heartbeat()
+
+    # --- state machine ---------------------------------------------------------------------------
+    def _set_state(self, state: PowerState, transition: Optional[int]) -> None:
+        if state is self._state:
+            return
+        log.debug("emulated drive %d: %s → %s (transition %s)", self.ids.node_id, self._state.value,
+                  state.value, transition)
+        self._state = state
+        if transition == 15:
+            self.error_register = 0
+            self._send(self.ids.emcy, encode_emcy(0x0000, 0))
+        self._changed.notify_all()
+
+    def _step_state(self) -> None:
+        state, transition = drive_step(self._state, self._cw_prev, self._cw)
+        self._cw_prev = self._cw
+        if transition is not None:
+            self._set_state(state, transition)
+
+    def _fault(self, code: int, vendor: bytes = b"") -> None:
+        self.error_register = error_register_for(code)
+        self._send(self.ids.emcy, encode_emcy(code, self.error_register, vendor))
+        if not self._state.is_fault:
+            self._set_state(PowerState.FAULT_REACTION_ACTIVE, 13)
+
+    def _current_command_a(self) -> float:
+        if self._state is PowerState.OPERATION_ENABLED and self._op_mode == MODE_CST:
+            i_cmd = from_permille(self._target_pm, self._rated_torque_nm) / self.plant.Kt
+            self._limited = abs(i_cmd) > self.plant.cfg.current_loop.limit_a
+            return i_cmd
+        self._limited = False
+        return 0.0
+
+    def _check_consumer(self) -> None:
+        """Heartbeat consumer: a lapse while powered is EMCY 0x8130 and FAULT."""
+        if self._consumer is None or self._master_hb_s is None or self._consumer_expired:
+            return
+        if time.monotonic() - self._master_hb_s > self._consumer[1]:
+            self._consumer_expired = True
+            if self._state in _POWERED:
+                self._fault(_EMCY_HEARTBEAT)
+
+    # --- bus callbacks (Notifier thread) ---------------------------------------------------------
+    def _on_sync(self, can_id: int, data: bytearray, timestamp: float) -> None:
+        frames: list[tuple[int, bytes]] = []
+        delay_s = 0.0
+        with self._lock:
+            self.sync_count += 1
+            if self._pdo_dirty:
+                self._load_pdo_channels()
+            if self._operational:
+                for cob_id, payload in self._pending_rpdo.items():
+                    self._apply_rpdo(self._rpdos[cob_id], payload)
+                self._pending_rpdo.clear()
+            self._step_state()
+            self._check_consumer()
+            self._sample = self.plant.measure()
+            i_cmd = self._current_command_a()
+            if self._operational and self._tpdos:
+                if self._drop > 0:
+                    self._drop -= 1
+                    self.tpdo_dropped += 1
+                else:
+                    frames = [(ch.cob_id, self._pack_tpdo(ch)) for ch in self._tpdos]
+                    delay_s = self._delays.popleft() if self._delays else 0.0
+        if frames:
+            if delay_s > 0:
+                timer = threading.Timer(delay_s, self._send_frames, (frames,))
+                timer.daemon = True
+                self._timers = [t for t in self._timers if t.is_alive()] + [timer]
+                timer.start()
+            else:
+                self._send_frames(frames)
+        with self._lock:
+            if self.mode is EmulatorMode.LOCKSTEP:
+                self.plant.advance(i_cmd, self.period_s)
+            self._changed.notify_all()
+
+    def _on_rpdo(self, can_id: int, data: bytearray, timestamp: float) -> None:
+        with self._lock:
+            channel = self._rpdos.get(can_id)
+            if channel is None or not self._operational:
+                return
+            if channel.trans_type <= 240:  # synchronous: applied at the next SYNC
+                self._pending_rpdo[can_id] = bytes(data)
+            else:
+                self._apply_rpdo(channel, bytes(data))
+                self._step_state()
+
+    def _on_nmt(self, can_id: int, data: bytearray, timestamp: float) -> None:
+        assert self.node is not None
+        with self._lock:
+            was = self._operational
+            self._operational = self.node.nmt.state == "OPERATIONAL"
+            if self._operational and not was:
+                self._load_pdo_channels()
+            if was and not self._operational:
+                self._pending_rpdo.clear()
+                if self._state in _POWERED or self._state is PowerState.READY_TO_SWITCH_ON:
+                    self._set_state(PowerState.SWITCH_ON_DISABLED, None)  # abort connection
+            self._changed.notify_all()
+
+    def _on_master_heartbeat(self, can_id: int, data: bytearray, timestamp: float) -> None:
+        with self._lock:
+            self._master_hb_s = time.monotonic()
+            self._consumer_expired = False
+            self.master_heartbeats += 1
+
+    # --- SDO callbacks ---------------------------------------------------------------------------
+    def _on_sdo_read(self, index: int, subindex: int, od: Optional[ODVariable]) -> Optional[int]:
+        """Live process values for SDO uploads and TPDOs; None = the data store answers."""
+        live = self._live.get(index)
+        if live is None:
+            return None
+        with self._lock:
+            return live()
+
+    def _on_sdo_write(self, index: int, subindex: int, od: ODVariable, data: bytes) -> None:
+        with self._lock:
+            if 0x1600 <= index <= 0x17FF or 0x1A00 <= index <= 0x1BFF:
+                self._check_mapping_write(index, subindex, data)
+            if 0x1400 <= index <= 0x1BFF:
+                self._pdo_dirty = True
+            value = od.decode_raw(data) if od.fixed_size else None
+            if index == OD_CONTROLWORD:
+                self._cw = int(value)
+                self._step_state()
+            elif index == OD_TARGET_TORQUE:
+                self._target_pm = int(value)
+            elif index == OD_MODES_OF_OPERATION:
+                self._op_mode = int(value)
+            elif index == OD_RATED_CURRENT:
+                self._rated_current_a = int(value) / 1000.0
+            elif index == OD_RATED_TORQUE:
+                self._rated_torque_nm = int(value) / 1000.0
+            elif index == OD_PRODUCER_HEARTBEAT and self._silent and self.node is not None:
+                self.node.nmt.stop_heartbeat()  # runs after the NmtSlave's own callback
+            elif index == OD_CONSUMER_HEARTBEAT and subindex == 1:
+                self._configure_consumer(int(value))
+
+    def _configure_consumer(self, entry: int) -> None:
+        assert self._network is not None
+        if self._consumer is not None:
+            self._network.unsubscribe(HEARTBEAT_BASE + self._consumer[0], self._on_master_heartbeat)
+        master, time_ms = entry >> 16 & 0x7F, entry & 0xFFFF
+        self._consumer = (master, time_ms / 1000.0) if master and time_ms else None
+        self._master_hb_s, self._consumer_expired = None, False
+        if self._consumer is not None:
+            self._network.subscribe(HEARTBEAT_BASE + master, self._on_master_heartbeat)
+
+    def _check_mapping_write(self, index: int, subindex: int, data: bytes) -> None:
+        """Refuse unmappable objects (0x06040041) and mappings over 64 bits (0x06040042)."""
+        assert self.node is not None
+        value = int.from_bytes(data, "little")
+        if subindex == 0:
+            bits = sum(decode_mapping_entry(self._read_u(index, k))[2] for k in range(1, value + 1))
+            if bits > 64:
+                raise SdoAbortedError(_SDO_ABORT_PDO_TOO_LONG)
+            return
+        if value == 0:
+            return
+        obj_index, obj_sub, bits = decode_mapping_entry(value)
+        var = self.node.object_dictionary.get_variable(obj_index, obj_sub)
+        if var is None or not var.pdo_mappable or len(var) != bits or bits % 8:
+            raise SdoAbortedError(_SDO_ABORT_NOT_MAPPABLE)
+
+    # --- PDOs ------------------------------------------------------------------------------------
+    def _read_u(self, index: int, subindex: int) -> int:
+        """An unsigned object from the data store (0 when it has no value)."""
+        assert self.node is not None
+        try:
+            return int.from_bytes(self.node.get_data(index, subindex), "little")
+        except SdoAbortedError:
+            return 0
+
+    def _load_pdo_channels(self) -> None:
+        """Read the PDO configuration the master wrote (valid PDOs only)."""
+        node, net = self.node, self._network
+        assert node is not None and net is not None
+        od = node.object_dictionary
+        channels: dict[str, list[_PdoChannel]] = {"tpdo": [], "rpdo": []}
+        for kind, comm, mapping in (("tpdo", 0x1800, 0x1A00), ("rpdo", 0x1400, 0x1600)):
+            for n in range(4):
+                if comm + n not in od or mapping + n not in od:
+                    continue
+                cob_id = self._read_u(comm + n, 1)
+                if cob_id & PDO_COB_ID_INVALID:
+                    continue
+                entries = []
+                for k in range(1, self._read_u(mapping + n, 0) + 1):
+                    obj_index, obj_sub, _bits = decode_mapping_entry(self._read_u(mapping + n, k))
+                    var = od.get_variable(obj_index, obj_sub)
+                    entries.append((obj_index, obj_sub, ODVariable.STRUCT_TYPES[var.data_type]))
+                channels[kind].append(_PdoChannel(cob_id & 0x7FF, self._read_u(comm + n, 2), tuple(entries)))
+        self._tpdos = tuple(channels["tpdo"])
+        for cob_id in self._rpdos:
+            net.unsubscribe(cob_id, self._on_rpdo)
+        self._rpdos = {ch.cob_id: ch for ch in channels["rpdo"]}
+        for cob_id in self._rpdos:
+            net.subscribe(cob_id, self._on_rpdo)
+        self._pdo_dirty = False
+
+    def _object_value(self, index: int, subindex: int, codec: struct.Struct) -> int:
+        live = self._live.get(index)
+        if live is not None:
+            return live()
+        assert self.node is not None
+        return codec.unpack(self.node.get_data(index, subindex))[0]
+
+    def _pack_tpdo(self, channel: _PdoChannel) -> bytes:
+        return b"".join(codec.pack(self._object_value(i, s, codec)) for i, s, codec in channel.entries)
+
+    def _apply_rpdo(self, channel: _PdoChannel, payload: bytes) -> None:
+        if len(payload) < channel.size:
+            self._fault(_EMCY_PDO_LENGTH, bytes([len(payload)]))
+            return
+        offset = 0
+        assert self.node is not None
+        for index, subindex, codec in channel.entries:
+            value = codec.unpack_from(payload, offset)[0]
+            offset += codec.size
+            if index == OD_CONTROLWORD:
+                self._cw = value
+            elif index == OD_TARGET_TORQUE:
+                self._target_pm = value
+            elif index == OD_MODES_OF_OPERATION:
+                self._op_mode = value
+            else:
+                self.node.set_data(index, subindex, codec.pack(value))
+
+    def _current_permille(self) -> int:
+        return to_permille(self._sample.current_a, self._rated_current_a)
+
+    def _torque_permille(self) -> int:
+        return to_permille(self.plant.Kt * self._sample.current_a, self._rated_torque_nm)
+
+    # --- sending ---------------------------------------------------------------------------------
+    def _send(self, cob_id: int, data: bytes) -> None:
+        self._send_message(can.Message(arbitration_id=cob_id, data=data, is_extended_id=False))
+
+    def _send_message(self, msg: can.Message) -> None:
+        net = self._network
+        if net is None or net.bus is None:
+            return  # closed: a late timer has nothing to send on
+        try:
+            with net.send_lock:
+                net.bus.send(msg)
+        except can.CanError as err:
+            log.warning("emulated drive %d: send 0x%03X failed: %s", self.ids.node_id, msg.arbitration_id, err)
+
+    def _send_frames(self, frames: list[tuple[int, bytes]]) -> None:
+        for cob_id, payload in frames:
+            self._send(cob_id, payload)
+        self.tpdo_sent += len(frames)
+
+    # --- realtime plant --------------------------------------------------------------------------
+    def _run_realtime(self) -> None:
+        """Advance the plant every ``period_s`` of monotonic time (absolute schedule; late
+        periods are caught up and counted, more than 100 behind are skipped)."""
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            next_t += self.period_s
+            lag = time.monotonic() - next_t
+            if lag < 0:
+                if self._stop.wait(-lag):
+                    return
+            elif lag > self.period_s:
+                self.overruns += 1
+                if lag > 100 * self.period_s:
+                    next_t = time.monotonic()
+            with self._lock:
+                self.plant.advance(self._current_command_a(), self.period_s)
+                self._check_consumer()
+                self._changed.notify_all()

@@ -1,0 +1,412 @@
+"""An emulated ODrive speaking the ASCII protocol (firmware 0.5.6) on a pseudo-terminal.
+
+``os.openpty()`` gives a master/slave pair; the emulator serves the master (raw mode) from a
+service thread and the driver opens :attr:`ODriveAsciiEmulator.port_name` (the slave's path) with
+pyserial, exactly as it would open ``/dev/ttyACM0``. One axis (``axis``, default 0) has the
+turntable behind it (:class:`~hil.odrive_axis.ODriveAxis`); other axis numbers answer
+``invalid motor N``.
+
+Commands: ``c <axis> <torque>`` (torque mode + input torque, feeds the watchdog, no reply),
+``f <axis>`` (``"%f %f"`` pos [turns], vel [turns/s]), ``r <property>`` (value printed as the
+firmware does, truncated to 9 characters), ``w <property> <value>`` (no reply on success),
+``u <axis>`` (feed the watchdog), ``sc`` (clear errors). A line with a wrong checksum is ignored;
+with a right one the reply carries ``*<checksum>``. Error replies use the firmware's exact texts.
+Deviations: other firmware commands (``p``, ``v``, ``q``, ``t``, ``ss``, ``se``, ``sr``, ...) answer
+``not implemented``; writing a read-only property or an unparsable value answers
+``not implemented``.
+
+Properties (prefix ``axis<n>.``): ``error``, ``current_state``, ``requested_state``,
+``controller.config.control_mode``, ``controller.config.input_mode``, ``controller.input_torque``,
+``motor.current_control.Iq_measured``, ``motor.current_control.Iq_setpoint``,
+``encoder.pos_estimate``, ``encoder.vel_estimate``, ``config.enable_watchdog``,
+``config.watchdog_timeout``, ``motor.config.current_lim``, ``motor.config.torque_constant``;
+and ``vbus_voltage``.
+
+Modes: LOCKSTEP advances the plant one ``dt_s`` per ``c`` command; REALTIME advances it against
+the wall clock. ``baudrate`` (optional) paces replies as a UART at that rate would (10 bits per
+byte, request and reply bytes serialised); the pty itself has no baud rate.
+
+Fault injection: :meth:`inject_garbage` (bytes put on the line ahead of the next reply),
+:meth:`close_port` (the far end disappears), :meth:`drop_next` (replies swallowed),
+:meth:`delay_next`. Byte log: ``byte_log`` (path or text stream) gets one line per chunk,
+``<t_s> <rx|tx> <hex>`` (t_s since start; rx = bytes the drive received, tx = bytes it sent).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import os
+import select
+import threading
+import time
+import tty
+from pathlib import Path
+from typing import Callable, TextIO
+
+from controller.config import PlantConfig
+from drivers.odrive_ascii_codec import (CMD_CLEAR_ERRORS, MAX_LINE_BYTES, decode_request,
+                                        encode_reply, format_feedback, format_read_value,
+                                        split_request_lines)
+from drivers.odrive_codec import ControlMode
+from hil.odrive_axis import EmuMode, ODriveAxis
+
+_POLL_S = 0.005  # longest the service thread blocks in select [s]
+BITS_PER_BYTE = 10  # start + 8 data + stop
+
+_Value = float | int | bool
+
+
+class ODriveAsciiEmulator:
+    """An ODrive's USB/UART ASCII console on a pty. Context manager, or ``start()``/``stop()``."""
+
+    def __init__(self, plant: PlantConfig, *, seed: int = 0, mode: EmuMode | str = EmuMode.LOCKSTEP,
+                 dt_s: float = 0.001, axis: int = 0, watchdog_timeout_s: float | None = None,
+                 bus_voltage_v: float = 24.0, baudrate: int | None = None,
+                 byte_log: str | Path | TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``dt_s``: plant period [s]; ``watchdog_timeout_s``: initial drive watchdog [s] (None =
+        disabled; the host may enable it with ``w axisN.config.enable_watchdog 1``);
+        ``baudrate``: pace replies as a UART at this rate (None = as fast as the pty)."""
+        self.mode = EmuMode(mode)
+        self.axis_number = axis
+        self.axis = ODriveAxis(plant, seed, dt_s=dt_s, watchdog_timeout_s=watchdog_timeout_s,
+                               bus_voltage_v=bus_voltage_v)
+        self.baudrate = baudrate
+        self._clock = clock
+        self._byte_log_arg = byte_log
+        self._byte_log: TextIO | None = None
+        self._owns_log = False
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._master = -1
+        self._slave = -1
+        self._wake_r = self._wake_w = -1
+        self._close_requested = False
+        self._rx = b""
+        self._pending: list[tuple[float, int, bytes]] = []  # (due, seq, bytes) paced/delayed writes
+        self._seq = itertools.count()
+        self._rx_free = self._tx_free = 0.0
+        self._garbage = b""
+        self._drop_remaining = 0
+        self._delay_remaining = 0
+        self._delay_s = 0.0
+        self._t0 = 0.0
+        self.port_name = ""
+        self.port_closed = False
+        # counters (read by tests)
+        self.lines_received = 0
+        self.lines_ignored = 0  # bad checksum, too long, not ASCII
+        self.replies_dropped = 0
+        self._props = self._property_table()
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> "ODriveAsciiEmulator":
+        if self._thread is not None:
+            return self
+        self._master, self._slave = os.openpty()
+        tty.setraw(self._master)
+        self.port_name = os.ttyname(self._slave)
+        self._wake_r, self._wake_w = os.pipe()
+        if isinstance(self._byte_log_arg, (str, Path)):
+            self._byte_log = open(self._byte_log_arg, "w", encoding="ascii")
+            self._owns_log = True
+        else:
+            self._byte_log = self._byte_log_arg
+        self._t0 = self._clock()
+        self._next_step = self._t0 + self.axis.dt_s
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="odrive-ascii-emu", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread, close both pty ends and the byte log. Safe to call twice."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._stop.set()
+            self._wake()
+            thread.join(timeout=2.0)
+        with self._lock:
+            for fd in (self._master, self._slave, self._wake_r, self._wake_w):
+                if fd >= 0:
+                    os.close(fd)
+            self._master = self._slave = self._wake_r = self._wake_w = -1
+            if self._byte_log is not None and self._owns_log:
+                self._byte_log.close()
+            self._byte_log = None
+
+    def __enter__(self) -> "ODriveAsciiEmulator":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- observation -------------------------------------------------------------------------------
+    @property
+    def plant(self):
+        return self.axis.plant
+
+    @property
+    def axis_state(self):
+        with self._lock:
+            return self.axis.state
+
+    @property
+    def axis_error(self) -> int:
+        with self._lock:
+            return self.axis.error
+
+    def wait_for(self, predicate: Callable[["ODriveAsciiEmulator"], bool], timeout_s: float) -> bool:
+        """Block until ``predicate(self)`` holds (checked after every event) or the timeout [s]."""
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self), timeout=timeout_s)
+
+    # --- fault injection ---------------------------------------------------------------------------
+    def inject_garbage(self, data: bytes) -> None:
+        """Put ``data`` on the line immediately ahead of the next reply (line noise mid-exchange)."""
+        with self._lock:
+            self._garbage += data
+
+    def close_port(self, timeout_s: float = 1.0) -> None:
+        """Close the master side, as a drive that is unplugged; returns once it is closed."""
+        with self._changed:
+            self._close_requested = True
+            self._wake()
+            self._changed.wait_for(lambda: self.port_closed, timeout=timeout_s)
+
+    def drop_next(self, n: int = 1) -> None:
+        """Swallow the next ``n`` replies."""
+        with self._lock:
+            self._drop_remaining += n
+
+    def delay_next(self, n: int, delay_s: float) -> None:
+        """Send the next ``n`` replies ``delay_s`` seconds late."""
+        with self._lock:
+            self._delay_remaining = n
+            self._delay_s = delay_s
+
+    def inject_axis_error(self, code: int) -> None:
+        """Latch axis error bits (the axis drops to IDLE)."""
+        with self._changed:
+            self.axis.fail(code)
+            self._changed.notify_all()
+
+    # --- service thread ----------------------------------------------------------------------------
+    def _wake(self) -> None:
+        if self._wake_w >= 0:
+            os.write(self._wake_w, b"x")
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                if self._close_requested and not self.port_closed:
+                    self._close_master()
+                timeout = max(0.0, min(_POLL_S, self._next_event() - self._clock()))
+                fds = [self._wake_r] + ([self._master] if not self.port_closed else [])
+            ready, _, _ = select.select(fds, [], [], timeout)
+            with self._changed:
+                if self._wake_r in ready:
+                    os.read(self._wake_r, 64)
+                data = b""
+                if not self.port_closed and self._master in ready:
+                    try:
+                        data = os.read(self._master, 4096)
+                    except OSError:
+                        data = b""
+                now = self._clock()
+                if data:
+                    self._log("rx", data, now)
+                    self._on_bytes(data, now)
+                self._timers(now)
+                self._changed.notify_all()
+
+    def _close_master(self) -> None:
+        os.close(self._master)
+        self._master = -1
+        self.port_closed = True
+        self._pending.clear()
+        self._changed.notify_all()
+
+    def _next_event(self) -> float:
+        t = self.axis.watchdog_deadline_s()
+        if self.mode is EmuMode.REALTIME:
+            t = min(t, self._next_step)
+        if self._pending:
+            t = min(t, self._pending[0][0])
+        return t
+
+    def _timers(self, now: float) -> None:
+        if self.mode is EmuMode.REALTIME:
+            while self._next_step <= now:
+                self.axis.step()
+                self._next_step += self.axis.dt_s
+        self.axis.check_watchdog(now)
+        while self._pending and self._pending[0][0] <= now:
+            _, _, data = heapq.heappop(self._pending)
+            self._write(data, now)
+
+    def _on_bytes(self, data: bytes, now: float) -> None:
+        lines, self._rx = split_request_lines(self._rx + data)
+        if len(self._rx) > MAX_LINE_BYTES:  # an overlong line: dropped up to the next end of line
+            self._rx = b""
+            self.lines_ignored += 1
+        for raw in lines:
+            self.lines_received += 1
+            request = decode_request(raw)
+            if request is None:
+                self.lines_ignored += 1
+                continue
+            reply = self._execute(request.command, now)
+            if reply is not None:
+                self._reply(encode_reply(reply, request.use_checksum), len(raw) + 1, now)
+
+    # --- replies -----------------------------------------------------------------------------------
+    def _reply(self, data: bytes, request_bytes: int, now: float) -> None:
+        if self._drop_remaining > 0:
+            self._drop_remaining -= 1
+            self.replies_dropped += 1
+            return
+        data, self._garbage = self._garbage + data, b""
+        due = now
+        if self.baudrate:
+            byte_s = BITS_PER_BYTE / self.baudrate
+            self._rx_free = max(now, self._rx_free) + request_bytes * byte_s
+            self._tx_free = max(self._rx_free, self._tx_free) + len(data) * byte_s
+            due = self._tx_free
+        if self._delay_remaining > 0:
+            self._delay_remaining -= 1
+            due += self._delay_s
+        if due <= now:
+            self._write(data, now)
+        else:
+            heapq.heappush(self._pending, (due, next(self._seq), data))
+
+    def _write(self, data: bytes, now: float) -> None:
+        if self.port_closed:
+            return
+        try:
+            os.write(self._master, data)
+        except OSError:
+            return
+        self._log("tx", data, now)
+
+    def _log(self, direction: str, data: bytes, now: float) -> None:
+        if self._byte_log is not None:
+            self._byte_log.write(f"{now - self._t0:.6f} {direction} {data.hex()}\n")
+
+    # --- commands ----------------------------------------------------------------------------------
+    def _execute(self, command: str, now: float) -> str | None:
+        """Run one command; the reply text, or None for no reply."""
+        words = command.split()
+        head = words[0]
+        if head == "c":
+            return self._cmd_torque(words, now)
+        if head == "f":
+            return self._with_axis(words, 2, self._feedback_text)
+        if head == "u":
+            return self._with_axis(words, 2, lambda: self.axis.feed_watchdog(now))
+        if head == "r":
+            if len(words) < 2:
+                return "invalid command format"
+            prop = self._props.get(words[1])
+            return "invalid property" if prop is None else format_read_value(prop[0]())
+        if head == "w":
+            return self._cmd_write(words, now)
+        if head == CMD_CLEAR_ERRORS:
+            self.axis.clear_errors()
+            return None
+        if head[0] in "pvqtsi":
+            return "not implemented"
+        return "unknown command"
+
+    def _feedback_text(self) -> str:
+        fb = self.axis.feedback()
+        return format_feedback(fb.pos_turns, fb.vel_turns_s)
+
+    def _with_axis(self, words: list[str], n_words: int, action: Callable[[], str | None]) -> str | None:
+        if len(words) < n_words:
+            return "invalid command format"
+        try:
+            number = int(words[1])
+        except ValueError:
+            return "invalid command format"
+        if number != self.axis_number:
+            return f"invalid motor {number}"
+        return action()
+
+    def _cmd_torque(self, words: list[str], now: float) -> str | None:
+        if len(words) < 3:
+            return "invalid command format"
+        try:
+            torque = float(words[2])
+        except ValueError:
+            return "invalid command format"
+
+        def apply() -> None:
+            axis = self.axis
+            axis.control_mode = ControlMode.TORQUE_CONTROL
+            axis.set_input_torque(torque)
+            axis.feed_watchdog(now)
+            if self.mode is EmuMode.LOCKSTEP:
+                axis.step()
+
+        return self._with_axis(words, 3, apply)
+
+    def _cmd_write(self, words: list[str], now: float) -> str | None:
+        if len(words) < 3:
+            return "invalid command format"
+        prop = self._props.get(words[1])
+        if prop is None:
+            return "invalid property"
+        setter = prop[1]
+        if setter is None:
+            return "not implemented"
+        try:
+            setter(words[2], now)
+        except ValueError:
+            return "not implemented"
+        return None
+
+    def _property_table(self) -> dict[str, tuple[Callable[[], _Value], Callable[[str, float], None] | None]]:
+        axis = self.axis
+        p = f"axis{self.axis_number}."
+
+        def as_bool(text: str) -> bool:
+            if text in ("1", "true", "True"):
+                return True
+            if text in ("0", "false", "False"):
+                return False
+            raise ValueError(text)
+
+        def finite(text: str) -> float:
+            value = float(text)
+            if not math.isfinite(value):
+                raise ValueError(text)
+            return value
+
+        def set_attr(name: str, convert: Callable[[str], object]) -> Callable[[str, float], None]:
+            return lambda text, now: setattr(axis, name, convert(text))
+
+        return {
+            p + "error": (lambda: axis.error, set_attr("error", int)),
+            p + "current_state": (lambda: int(axis.state), None),
+            p + "requested_state": (lambda: 0, lambda text, now: axis.request_state(int(text), now)),
+            p + "controller.config.control_mode": (lambda: int(axis.control_mode),
+                                                   lambda text, now: axis.set_controller_mode(int(text), axis.input_mode)),
+            p + "controller.config.input_mode": (lambda: int(axis.input_mode),
+                                                 lambda text, now: axis.set_controller_mode(axis.control_mode, int(text))),
+            p + "controller.input_torque": (lambda: axis.input_torque_nm, set_attr("input_torque_nm", finite)),
+            p + "motor.current_control.Iq_measured": (lambda: axis.feedback().iq_measured_a, None),
+            p + "motor.current_control.Iq_setpoint": (lambda: axis.current_command_a(), None),
+            p + "encoder.pos_estimate": (lambda: axis.feedback().pos_turns, None),
+            p + "encoder.vel_estimate": (lambda: axis.feedback().vel_turns_s, None),
+            p + "config.enable_watchdog": (lambda: axis.watchdog_enabled, set_attr("watchdog_enabled", as_bool)),
+            p + "config.watchdog_timeout": (lambda: axis.watchdog_timeout_s, set_attr("watchdog_timeout_s", finite)),
+            p + "motor.config.current_lim": (lambda: axis.current_limit_a, set_attr("current_limit_a", finite)),
+            p + "motor.config.torque_constant": (lambda: axis.plant.Kt, None),
+            "vbus_voltage": (lambda: axis.bus_voltage_v, None),
+        }

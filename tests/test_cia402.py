@@ -1,0 +1,431 @@
+"""CiA 402 (CANopen, CST): pure codecs pinned by golden bytes, the state machine tables, and the
+driver against the emulated drive on a virtual bus (node 32, the shared EDS)."""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import can
+import pytest
+from can.interfaces import virtual
+
+import configs
+from controller.clock import SimClock
+from controller.config import Config, load_config
+from drivers.backend import DriveState
+from drivers.cia402 import Cia402Backend, Cia402Settings
+from drivers.cia402_protocol import (
+    CAN_ERR_BUSOFF, CAN_ERR_CRTL, CAN_ERR_PROT, CW_DISABLE_VOLTAGE, CW_ENABLE_OPERATION,
+    CW_FAULT_RESET_BIT, CW_QUICK_STOP, CW_SHUTDOWN, CW_SWITCH_ON, DRIVE_TRANSITIONS, ENABLE_STEPS,
+    RPDO1, TPDO1, TPDO2, CobIds, Command, PowerState, counts_to_rad, cycle_bits_worst_case,
+    decode_command, decode_emcy, decode_statusword, describe_emcy_code, describe_error_frame,
+    drive_step, encode_emcy, encode_statusword, frame_bits_worst_case, from_permille, i32_delta,
+    rad_to_counts, to_permille, wrap_i32,
+)
+from drivers.errors import CommunicationError, DriveFaultError, ProtocolError
+from hil.emu_cia402 import Cia402Emulator
+
+EDS = Path(__file__).resolve().parents[2] / "shared" / "data" / "cia402-e35.eds"
+NODE = 32  # the EDS hard-codes its PDO COB-IDs for node 0x20
+RATED_CURRENT_A = 3.0
+RATED_TORQUE_NM = 1.8  # Kt 0.6 N·m/A × 3 A
+
+
+@functools.lru_cache(maxsize=1)
+def _config() -> Config:
+    return load_config(configs.path("turntable"))
+
+
+# --- golden bytes ---------------------------------------------------------------------------------
+
+
+def test_rpdo1_golden_bytes():
+    assert RPDO1.pack(1234, CW_ENABLE_OPERATION) == bytes.fromhex("d204 0f00")
+    assert RPDO1.pack(-2, CW_SHUTDOWN) == bytes.fromhex("feff 0600")
+    assert RPDO1.pack(0, CW_FAULT_RESET_BIT) == bytes.fromhex("0000 8000")
+    assert RPDO1.mapping_entries == (0x60710010, 0x60400010)
+
+
+def test_tpdo_golden_bytes():
+    assert TPDO1.unpack(bytes.fromhex("78563412 2706"), 0x1A0) == (0x12345678, 0x0627)
+    assert TPDO1.unpack(bytes.fromhex("feffffff 3702"), 0x1A0) == (-2, 0x0237)
+    assert TPDO2.unpack(bytes.fromhex("e803 18fc"), 0x2A0) == (1000, -1000)
+    assert TPDO1.mapping_entries == (0x60640020, 0x60410010)
+    assert TPDO2.mapping_entries == (0x60780010, 0x60770010)
+    assert (TPDO1.size, TPDO2.size, RPDO1.size) == (6, 4, 4)
+
+
+def test_pdo_errors_name_cob_id_and_byte_offset():
+    with pytest.raises(ProtocolError, match=r"TPDO1 0x1A0: 4 bytes, expected 6: statusword at byte 4"):
+        TPDO1.unpack(bytes(4), 0x1A0)
+    with pytest.raises(ProtocolError, match=r"TPDO1 0x1A0: 3 bytes, expected 6: position_actual at byte 0"):
+        TPDO1.unpack(bytes(3), 0x1A0)
+    with pytest.raises(ProtocolError, match=r"TPDO2 0x2A0: 5 bytes, expected 4: unexpected data from byte 4"):
+        TPDO2.unpack(bytes(5), 0x2A0)
+    with pytest.raises(ProtocolError, match=r"target_torque = 40000 does not fit 'h' at byte 0"):
+        RPDO1.pack(40000, 0)
+    with pytest.raises(ProtocolError, match=r"controlword = -1 does not fit 'H' at byte 2"):
+        RPDO1.pack(0, -1)
+
+
+def test_controlword_golden_values():
+    assert (CW_SHUTDOWN, CW_SWITCH_ON, CW_ENABLE_OPERATION) == (0x06, 0x07, 0x0F)
+    assert (CW_DISABLE_VOLTAGE, CW_QUICK_STOP, CW_FAULT_RESET_BIT) == (0x00, 0x02, 0x80)
+    decoded = {cw: decode_command(cw) for cw in (0x00, 0x02, 0x06, 0x07, 0x0F, 0x80, 0x0D)}
+    assert decoded == {0x00: Command.DISABLE_VOLTAGE, 0x02: Command.QUICK_STOP, 0x06: Command.SHUTDOWN,
+                       0x07: Command.SWITCH_ON, 0x0F: Command.ENABLE_OPERATION, 0x80: None,
+                       0x0D: Command.DISABLE_VOLTAGE}  # bit 1 clear: disable voltage whatever else
+
+
+def test_emcy_golden_bytes_and_text():
+    assert encode_emcy(0x2310, 0x03, b"\x01\x02\x03\x04\x05") == bytes.fromhex("1023 03 0102030405")
+    assert encode_emcy(0x0000, 0x00) == bytes(8)
+    emcy = decode_emcy(bytes.fromhex("3081 11 0000000000"), 0x0A0)
+    assert (emcy.code, emcy.register, emcy.vendor) == (0x8130, 0x11, bytes(5))
+    assert emcy.text == ("EMCY 0x8130 life guard error or heartbeat error (error register 0x11: "
+                         "generic, communication; vendor data: none)")
+    assert "vendor data: 01 02 00 00 00" in decode_emcy(bytes.fromhex("1023030102"), 0x0A0).text
+    assert decode_emcy(bytes.fromhex("0000 00"), 0x0A0).is_reset
+
+
+@pytest.mark.parametrize("code, text", [
+    (0x0000, "error reset / no error"),
+    (0x2310, "continuous over-current"),
+    (0x3210, "DC link over-voltage"),
+    (0x3220, "DC link under-voltage"),
+    (0x4210, "excess temperature device"),
+    (0x8611, "following error"),
+    (0x2311, "current, device output side (0x2311)"),  # group fallback
+    (0x5530, "device hardware (0x5530)"),  # class fallback by high nibble
+    (0xFF42, "device specific (0xFF42)"),
+    (0xE000, "unknown error code 0xE000"),
+])
+def test_emcy_code_table_and_fallbacks(code, text):
+    assert describe_emcy_code(code) == text
+
+
+def test_emcy_decode_errors():
+    with pytest.raises(ProtocolError, match=r"EMCY 0x0A0: 1 bytes, error code at byte 0"):
+        decode_emcy(b"\x10", 0x0A0)
+    with pytest.raises(ProtocolError, match=r"EMCY 0x0A0: 2 bytes, error register at byte 2"):
+        decode_emcy(b"\x10\x23", 0x0A0)
+
+
+def test_units_and_saturation():
+    assert to_permille(0.9, 1.8) == 500 and from_permille(500, 1.8) == pytest.approx(0.9)
+    assert to_permille(1e3, 1.8) == 32767 and to_permille(-1e3, 1.8) == -32767
+    assert to_permille(-0.0009, 1.8) == 0
+    cpr = 2**24
+    assert counts_to_rad(cpr, cpr) == pytest.approx(2 * math.pi)
+    assert rad_to_counts(math.pi, cpr) == 2**23 and rad_to_counts(-1e-9, cpr) == -1
+    assert wrap_i32(2**31) == -2**31 and wrap_i32(-2**31 - 1) == 2**31 - 1
+    assert i32_delta(2**31 - 10, -2**31 + 5) == 15 and i32_delta(5, -5) == -10
+
+
+def test_error_frames_and_bus_time():
+    assert describe_error_frame(CAN_ERR_BUSOFF | CAN_ERR_CRTL) == "controller problem, bus off"
+    assert describe_error_frame(CAN_ERR_PROT) == "protocol violation"
+    assert frame_bits_worst_case(0) == 55 and frame_bits_worst_case(8) == 135
+    assert cycle_bits_worst_case() == 55 + 115 + 95 + 95
+    cob = CobIds(NODE)
+    assert (cob.emcy, cob.tpdo(1), cob.tpdo(2), cob.rpdo(1), cob.heartbeat) == (0xA0, 0x1A0, 0x2A0, 0x220, 0x720)
+
+
+# --- state machine tables -------------------------------------------------------------------------
+
+STATUSWORDS = [
+    (0x0000, PowerState.NOT_READY_TO_SWITCH_ON), (0x0020, PowerState.NOT_READY_TO_SWITCH_ON),
+    (0x0040, PowerState.SWITCH_ON_DISABLED), (0x0250, PowerState.SWITCH_ON_DISABLED),
+    (0x0021, PowerState.READY_TO_SWITCH_ON), (0x0231, PowerState.READY_TO_SWITCH_ON),
+    (0x0023, PowerState.SWITCHED_ON), (0x0233, PowerState.SWITCHED_ON),
+    (0x0027, PowerState.OPERATION_ENABLED), (0x0EB7, PowerState.OPERATION_ENABLED),
+    (0x0007, PowerState.QUICK_STOP_ACTIVE), (0x0217, PowerState.QUICK_STOP_ACTIVE),
+    (0x000F, PowerState.FAULT_REACTION_ACTIVE), (0x023F, PowerState.FAULT_REACTION_ACTIVE),
+    (0x0008, PowerState.FAULT), (0x0238, PowerState.FAULT),
+]
+
+
+@pytest.mark.parametrize("word, state", STATUSWORDS)
+def test_statusword_decode_table(word, state):
+    assert decode_statusword(word) is state
+
+
+def test_statusword_encode_roundtrip_and_garbage():
+    for state in PowerState:
+        assert decode_statusword(encode_statusword(state, 0x0200)) is state
+    with pytest.raises(ProtocolError, match="0x0001 matches no"):
+        decode_statusword(0x0001)
+
+
+def test_drive_transition_table_covers_the_spec_numbers():
+    numbers = {t for _, t in DRIVE_TRANSITIONS.values()}
+    assert numbers == set(range(2, 13)) | {16}
+
+
+@pytest.mark.parametrize("start", list(PowerState))
+def test_enable_steps_reach_operation_enabled_from_every_state(start):
+    """Walk ENABLE_STEPS against the drive's own table. FAULT needs the explicit reset (bit 7
+    low, then high), which the table marks explicit_only."""
+    state, cw_prev, transitions = start, CW_DISABLE_VOLTAGE, []
+    for _ in range(10):
+        if state is PowerState.OPERATION_ENABLED:
+            break
+        step = ENABLE_STEPS[state]
+        if step.explicit_only:
+            assert state is PowerState.FAULT
+            state, _ = drive_step(state, cw_prev, CW_DISABLE_VOLTAGE)
+            state, t = drive_step(state, CW_DISABLE_VOLTAGE, CW_FAULT_RESET_BIT)
+            cw_prev = CW_FAULT_RESET_BIT
+        else:
+            state, t = drive_step(state, cw_prev, step.controlword)
+            cw_prev = step.controlword
+        transitions.append(t)
+    assert state is PowerState.OPERATION_ENABLED, transitions
+    assert start is PowerState.OPERATION_ENABLED or transitions[-1] == 4
+
+
+@pytest.mark.parametrize("cw_prev, cw", [(0x00, 0x0F), (0x00, 0x06), (0x80, 0x80), (0x80, 0x8F), (0x0F, 0x0F)])
+def test_fault_is_left_only_on_a_rising_edge_of_bit_7(cw_prev, cw):
+    assert drive_step(PowerState.FAULT, cw_prev, cw) == (PowerState.FAULT, None)
+    assert drive_step(PowerState.FAULT, 0x0F, 0x8F) == (PowerState.SWITCH_ON_DISABLED, 15)
+
+
+# --- driver against the emulated drive ------------------------------------------------------------
+
+
+@pytest.fixture
+def eds() -> Path:
+    if not EDS.exists():
+        pytest.skip(f"{EDS} is absent: the shared CiA 402 EDS is needed for the emulated-drive tests")
+    return EDS
+
+
+@pytest.fixture
+def channel() -> str:
+    """A virtual CAN channel of this test's own; it must be empty again (every bus shut down)
+    and every thread this test started gone when the test ends."""
+    name = f"cia402-{uuid.uuid4().hex[:8]}"
+    threads_before = set(threading.enumerate())
+    yield name
+    assert not virtual.channels.get(name), f"a bus on {name} was left open"
+    for thread in set(threading.enumerate()) - threads_before:
+        thread.join(timeout=2.0)
+        assert not thread.is_alive(), f"thread {thread.name} left running"
+
+
+def _settings(channel: str, **overrides) -> Cia402Settings:
+    base = dict(channel=channel, node_id=NODE, timeout_s=0.05, heartbeat_timeout_s=0.3,
+                heartbeat_period_s=0.05, eds_path=str(EDS),
+                counts_per_rev=_config().plant.encoder.counts_per_rev)
+    base.update(overrides)
+    return Cia402Settings(**base)
+
+
+@pytest.fixture
+def emulator(eds, channel):
+    with Cia402Emulator(_config().plant, channel=channel, node_id=NODE, eds_path=eds,
+                        rated_current_a=RATED_CURRENT_A, rated_torque_nm=RATED_TORQUE_NM) as emu:
+        yield emu
+
+
+@pytest.fixture
+def clock() -> SimClock:
+    return SimClock()
+
+
+@pytest.fixture
+def backend(emulator, channel, clock):
+    b = Cia402Backend(_settings(channel), clock)
+    yield b
+    b.close()
+
+
+def _tick(backend: Cia402Backend, clock: SimClock, torque_nm: float = 0.0):
+    fb = backend.read()
+    if backend.enabled:
+        backend.write(torque_nm)
+    clock.advance(0.001)
+    return fb
+
+
+def test_open_reads_ratings_and_configures(backend, emulator):
+    backend.open()
+    assert (backend.rated_current_a, backend.rated_torque_nm) == (RATED_CURRENT_A, RATED_TORQUE_NM)
+    assert emulator.operational and emulator.state is not PowerState.OPERATION_ENABLED
+    fb = backend.read()
+    assert fb.state is DriveState.DISABLED and fb.sequence == 1 and fb.position_rad == 0.0
+    assert backend.max_rate_hz() == pytest.approx(1e6 / 360)
+
+
+def test_enable_run_p_controller_disable(backend, emulator, clock):
+    backend.open()
+    backend.enable()
+    assert emulator.state is PowerState.OPERATION_ENABLED  # enable returned only there
+    ref_rad, kp, kd = 0.05, 50.0, 5.0
+    last_pos, seq0 = 0.0, backend.read().sequence
+    for k in range(400):
+        fb = backend.read()
+        velocity = (fb.position_rad - last_pos) / 0.001
+        last_pos = fb.position_rad
+        backend.write(kp * (ref_rad - fb.position_rad) - kd * velocity)
+        clock.advance(0.001)
+        assert fb.state is DriveState.ENABLED and fb.sequence == seq0 + 1 + k
+    rad_per_count = 2 * math.pi / _config().plant.encoder.counts_per_rev
+    assert 0.035 < fb.position_rad < 0.065  # moved to the reference, friction leaves a residue
+    assert abs(fb.position_rad - emulator.plant.theta_rad) < 0.01  # one period of motion, at most
+    assert abs(fb.torque_nm - 0.6 * fb.current_a) < 2e-3  # torque ‰ and current ‰ agree via Kt
+    assert backend.missed_samples == 0 and rad_per_count > 0
+    backend.disable()
+    assert emulator.state is PowerState.SWITCH_ON_DISABLED
+    with pytest.raises(Exception, match="refused: not enabled"):
+        backend.write(0.1)
+
+
+def test_close_leaves_the_drive_not_enabled(backend, emulator, clock):
+    backend.open()
+    backend.enable()
+    for _ in range(10):
+        _tick(backend, clock, 0.5)
+    backend.close()
+    assert emulator.state is not PowerState.OPERATION_ENABLED
+    assert emulator.target_torque_permille == 0
+    backend.close()  # safe twice
+
+
+def test_exception_inside_with_block_disables_the_drive(emulator, channel, clock):
+    backend = Cia402Backend(_settings(channel), clock)
+    with pytest.raises(RuntimeError, match="boom"):
+        with backend:
+            backend.enable()
+            _tick(backend, clock, 0.5)
+            assert emulator.state is PowerState.OPERATION_ENABLED
+            raise RuntimeError("boom")
+    assert not backend.is_open
+    assert emulator.state is not PowerState.OPERATION_ENABLED
+
+
+def test_emcy_latches_fault_and_only_reset_fault_clears_it(backend, emulator, clock):
+    backend.open()
+    backend.enable()
+    _tick(backend, clock, 0.2)
+    emulator.inject_fault(0x2310, b"\x07")
+    for _ in range(20):
+        fb = _tick(backend, clock, 0.2)
+        if fb.state is DriveState.FAULT:
+            break
+    assert fb.state is DriveState.FAULT and fb.fault_code == 0x2310
+    assert fb.fault_text.startswith("EMCY 0x2310 continuous over-current") and "07 00 00 00 00" in fb.fault_text
+    assert emulator.wait_until(lambda e: e.state is PowerState.FAULT, 1.0)
+    backend.disable()
+    with pytest.raises(DriveFaultError, match="continuous over-current"):
+        backend.enable()  # enable never resets a fault
+    assert emulator.state is PowerState.FAULT and not backend.enabled
+    assert backend.read().state is DriveState.FAULT  # still latched
+    backend.reset_fault()
+    assert emulator.state is PowerState.SWITCH_ON_DISABLED
+    fb = backend.read()
+    assert fb.state is DriveState.DISABLED and fb.fault_code == 0 and fb.fault_text == ""
+    backend.enable()
+    assert emulator.state is PowerState.OPERATION_ENABLED
+
+
+def test_lost_tpdos_do_not_advance_the_sequence(backend, emulator, clock):
+    backend.open()
+    seq = _tick(backend, clock).sequence
+    emulator.drop_next(3)
+    stale = [_tick(backend, clock) for _ in range(3)]
+    assert [fb.sequence for fb in stale] == [seq] * 3
+    assert [fb.age_s for fb in stale] == pytest.approx([0.001, 0.002, 0.003])
+    fresh = _tick(backend, clock)
+    assert fresh.sequence == seq + 1 and fresh.age_s == 0.0
+    assert backend.missed_samples == 3
+
+
+def test_late_tpdos_are_dropped_not_taken_for_fresh(backend, emulator, clock):
+    backend.open()
+    seq = _tick(backend, clock).sequence
+    sent = emulator.tpdo_sent
+    emulator.delay_next(1, 0.1)  # twice the driver's 50 ms timeout
+    assert _tick(backend, clock).sequence == seq
+    assert emulator.wait_until(lambda e: e.tpdo_sent == sent + 2, 1.0)
+    fb = _tick(backend, clock)
+    assert fb.sequence == seq + 1
+    assert backend.late_frames == 2
+
+
+def test_silent_node_is_refused_at_open(eds, channel, clock):
+    with Cia402Emulator(_config().plant, channel=channel, node_id=NODE, eds_path=eds, silent=True):
+        backend = Cia402Backend(_settings(channel), clock)
+        with pytest.raises(CommunicationError, match="no heartbeat within 0.3 s .* refused"):
+            backend.open()
+        assert not backend.is_open
+
+
+def test_heartbeat_loss_at_runtime_is_a_communication_error(backend, emulator, clock):
+    backend.open()
+    backend.enable()
+    emulator.stop_heartbeat()
+    deadline = time.monotonic() + 2.0
+    with pytest.raises(CommunicationError, match="no heartbeat for"):
+        while time.monotonic() < deadline:
+            _tick(backend, clock, 0.1)
+    backend.close()
+    assert emulator.state is not PowerState.OPERATION_ENABLED  # the PDO path still disabled it
+
+
+def test_error_frames_counted_and_bus_off_is_fatal(backend, emulator, clock):
+    backend.open()
+    emulator.send_error_frame(CAN_ERR_PROT)
+    _tick(backend, clock)  # frames arrive in order: the error frame came before these TPDOs
+    assert backend.error_frames == 1
+    _tick(backend, clock)
+    emulator.send_error_frame(CAN_ERR_BUSOFF)
+    with pytest.raises(CommunicationError, match="bus off"):
+        for _ in range(3):
+            _tick(backend, clock)
+
+
+def test_capture_records_the_exchange(eds, channel, clock, tmp_path):
+    path = tmp_path / "capture.log"
+    with Cia402Emulator(_config().plant, channel=channel, node_id=NODE, eds_path=eds, capture_path=path):
+        with Cia402Backend(_settings(channel), clock) as backend:
+            backend.enable()
+            _tick(backend, clock, 0.1)
+    ids = {msg.arbitration_id for msg in can.LogReader(str(path))}
+    assert {0x000, 0x080, 0x1A0, 0x2A0, 0x220, 0x620, 0x5A0, 0x720} <= ids
+
+
+def test_built_in_od_realtime_and_the_drive_watching_the_loop(channel):
+    """No EDS: both sides use the in-code dictionary, which has the heartbeat consumer 0x1016.
+    In realtime mode the plant runs on the wall clock; a loop that stops ticking stops the master
+    heartbeat, and the drive faults (EMCY 0x8130)."""
+    cfg = _config()
+    clock = SimClock()
+    with Cia402Emulator(cfg.plant, channel=channel, node_id=5, mode="realtime") as emu:
+        settings = _settings(channel, node_id=5, eds_path="")
+        with Cia402Backend(settings, clock) as backend:
+            backend.enable()
+            for _ in range(20):
+                _tick(backend, clock, 0.5)
+            assert emu.master_heartbeats >= 1
+            t_plant = emu.plant.t_s
+            assert emu.wait_until(lambda e: e.plant.t_s > t_plant + 0.05, 1.0)  # no SYNC needed
+            assert emu.wait_until(lambda e: e.state is PowerState.FAULT, 2.0)
+            fb = backend.read()
+            assert fb.state is DriveState.FAULT and fb.fault_code == 0x8130
+            assert "heartbeat" in fb.fault_text
+
+
+def test_settings_from_config():
+    cfg = _config()
+    s = Cia402Settings.from_config(cfg)
+    assert (s.interface, s.channel, s.node_id, s.timeout_s) == (
+        cfg.drive.interface, cfg.drive.channel, cfg.drive.node_id, cfg.drive.timeout_s)
+    assert s.counts_per_rev == cfg.plant.encoder.counts_per_rev and s.eds_path == ""
+    with pytest.raises(ValueError, match="drive.heartbeat_period_s"):
+        Cia402Settings(heartbeat_period_s=1.0, heartbeat_timeout_s=0.5)

@@ -1,0 +1,343 @@
+"""Momentum observer, LuGre observer (residual / tracking-error correction), containment, and the
+lugre compensator in a closed loop on the simulated turntable."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import configs
+from controller.compensation import NoCompensation, TickSignals, make_compensator
+from controller.config import load_config
+from controller.estimation_config import ObserverConfig
+from controller.friction import DirectionalParams, LuGreParams, lugre_step, stribeck
+from controller.lugre_compensator import LuGreCompensator, make_lugre_compensator
+from controller.observer import LuGreObserver, MomentumObserver, Watchdog, lugre_driven_step
+from controller.schema import ConfigError, parse_dataclass
+from hil.plant import Turntable
+
+DT = 1e-3
+CFG = load_config(configs.path("turntable"))
+P = CFG.controller.friction  # = the plant's truth in the reference config
+
+
+# --- a small closed loop: PID with the configured gains, encoder velocity, compensator ---------
+
+
+def closed_loop(comp, ref, duration_s, *, plant_cfg=None, ctrl=None, seed=1, on_tick=None):
+    """Run ``comp`` with the configured PID on a Turntable; ref(t) -> (pos, vel, acc).
+    Returns (rms, max) of the true tracking error after 1 s [rad]."""
+    plant = Turntable(plant_cfg or CFG.plant, seed=seed)
+    ctrl = ctrl or CFG.controller
+    gains = ctrl.pid
+    s = TickSignals()
+    a_v = 1.0 - math.exp(-2 * math.pi * ctrl.velocity.cutoff_hz * DT)
+    a_d = 1.0 - math.exp(-2 * math.pi * gains.derivative_cutoff_hz * DT)
+    vel = integ = d_f = e_prev = pos_prev = 0.0
+    sq = peak = 0.0
+    count = 0
+    for k in range(int(round(duration_s / DT))):
+        t = k * DT
+        m = plant.measure()
+        vel += a_v * ((m.position_rad - pos_prev) / DT - vel) if k else 0.0
+        pos_prev = m.position_rad
+        pr, vr, ar = ref(t)
+        s.t_s, s.pos_rad, s.vel_rad_s, s.current_a = t, m.position_rad, vel, m.current_a
+        s.pos_ref_rad, s.vel_ref_rad_s, s.acc_ref_rad_s2 = pr, vr, ar
+        s.temperature_c, s.true_friction_nm = plant.temperature_c, plant.friction_nm
+        ff = comp.step(s, DT)
+        e = pr - m.position_rad
+        d_f += a_d * ((e - e_prev) / DT - d_f) if k else 0.0
+        e_prev = e
+        u = gains.kp * e + gains.ki * integ + gains.kd * d_f + ff + ctrl.J * ar
+        s.saturated = abs(u) > gains.output_limit_nm
+        if s.saturated:
+            u = math.copysign(gains.output_limit_nm, u)
+        else:
+            integ += e * DT
+        s.torque_cmd_prev_nm = u
+        if on_tick:
+            on_tick(t, plant, comp)
+        plant.advance(u / ctrl.Kt, DT)
+        if t >= 1.0:
+            err = pr - plant.theta_rad
+            sq += err * err
+            peak = max(peak, abs(err))
+            count += 1
+    return math.sqrt(sq / count), peak
+
+
+def sine_ref(t, start=0.2, amp=0.0159155, w=math.pi):
+    """A(1 − cos ωt): starts at rest, peak 0.05 rad/s, reverses every second."""
+    tt = t - start
+    if tt <= 0:
+        return 0.0, 0.0, 0.0
+    return amp * (1 - math.cos(w * tt)), amp * w * math.sin(w * tt), amp * w * w * math.cos(w * tt)
+
+
+# --- the exponential update ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("v", [0.0, 1e-7, -3e-4, 0.01, -0.05, 1.0])
+@pytest.mark.parametrize("dt", [1e-5, 1e-3, 0.1])
+def test_driven_step_without_extras_is_lugre_step(v, dt):
+    for z in (0.0, 0.5 * P.z_max, -P.z_max):
+        z_ref, _ = lugre_step(P, z, v, dt)
+        z_new, _ = lugre_driven_step(P, z, v, dt)
+        assert z_new == pytest.approx(z_ref, rel=1e-12, abs=1e-18)
+
+
+@settings(max_examples=300, deadline=None)
+@given(z=st.floats(-1.0, 1.0), v=st.floats(-10.0, 10.0), dt=st.floats(1e-6, 10.0),
+       L=st.floats(0.0, 1e3), r=st.floats(-5.0, 5.0), scale=st.floats(0.2, 5.0))
+def test_driven_step_is_a_convex_combination(z, v, dt, L, r, scale):
+    """For every L >= 0 and dt the corrected update lands between ẑ and the step's equilibrium."""
+    z = z * P.z_max
+    u, c = L * (r - P.sigma2 * v), L * P.sigma0
+    z_new, a = lugre_driven_step(P, z, v, dt, u, c, scale)
+    assert math.isfinite(z_new)
+    if a + c > 0:
+        eq = (v + u) / (a + c)
+        lo, hi = min(z, eq), max(z, eq)
+        assert lo - 1e-12 * (1 + abs(lo)) <= z_new <= hi + 1e-12 * (1 + abs(hi))
+
+
+@pytest.mark.parametrize("v", [-0.2, -0.01, -0.002, 0.003, 0.01, 0.05, 0.3])
+def test_observer_steady_state_is_the_stribeck_curve(v):
+    obs = LuGreObserver(P)
+    for _ in range(3000):
+        f = obs.step(v, DT)
+    assert f == pytest.approx(stribeck(P, v), rel=1e-9)
+
+
+def test_directional_sets_and_parameter_swap_clamp_the_state():
+    fwd = P
+    rev = P.scaled(Fc=0.5, Fs=0.5)
+    obs = LuGreObserver(DirectionalParams(fwd, rev))
+    for _ in range(500):
+        obs.step(-0.05, DT)
+    assert obs.active is rev
+    assert obs.f_hat == pytest.approx(stribeck(rev, -0.05))
+    obs.z_hat = fwd.z_max
+    obs.set_params(P.scaled(Fs=0.8, Fc=0.8))  # smaller bound: ẑ carried over, clamped
+    assert obs.z_hat == pytest.approx(0.8 * P.z_max)
+
+
+# --- momentum observer -----------------------------------------------------------------------
+
+
+def test_momentum_observer_recovers_a_constant_torque_with_its_time_constant():
+    """J·ω' = Kt·i − d with constant i and d: r(t) = d·(1 − exp(−K·t)) at every tick."""
+    J, Kt, bw = 0.08, 0.6, 50.0
+    K = 2 * math.pi * bw
+    i, d = 0.5, 0.17
+    obs = MomentumObserver(J, Kt, bw)
+    for k in range(1, 201):
+        t = k * DT
+        r = obs.step(i, (Kt * i - d) / J * t, DT)
+        assert r == pytest.approx(d * (1 - math.exp(-K * t)), rel=1e-9)
+    # one time constant: 63 % of the step
+    obs.reset()
+    n = int(round(1 / K / DT))
+    for k in range(1, n + 1):
+        r = obs.step(i, (Kt * i - d) / J * k * DT, DT)
+    assert r / d == pytest.approx(1 - math.exp(-n * DT * K), rel=1e-9)
+    assert 0.55 < r / d < 0.7
+
+
+def test_momentum_observer_measures_the_plant_friction_when_sliding():
+    """Open loop on the plant (current noise, quantized encoder): constant torque above Fs."""
+    plant = Turntable(CFG.plant, seed=3)
+    obs = MomentumObserver(CFG.controller.J, CFG.controller.Kt, 100.0)
+    errs = []
+    pos_prev = 0.0
+    for k in range(3000):
+        plant.advance(0.5 / CFG.plant.Kt if k < 200 else 0.232 / CFG.plant.Kt, DT)
+        m = plant.measure()
+        v = (m.position_rad - pos_prev) / DT
+        pos_prev = m.position_rad
+        r = obs.step(m.current_a, v, DT)
+        if k > 1500:
+            errs.append(r - plant.friction_nm - plant.disturbance_nm(plant.theta_rad))
+    mean = sum(errs) / len(errs)
+    rms = math.sqrt(sum(e * e for e in errs) / len(errs))
+    assert abs(mean) < 0.002 and rms < 0.02  # N·m, against Fc = 0.2
+
+
+# --- LuGre observer on the plant -------------------------------------------------------------
+
+
+def _drive_open_loop(obs_step, seconds, amp_nm=0.35, freq_hz=0.5, seed=2, z0_error=0.0):
+    """Sinusoidal torque through breakaway and reversals; returns list of (F̂ − F) after 2 s."""
+    plant = Turntable(CFG.plant, seed=seed)
+    mom = MomentumObserver(CFG.controller.J, CFG.controller.Kt, 100.0)
+    errs = []
+    pos_prev = 0.0
+    for k in range(int(seconds / DT)):
+        t = k * DT
+        plant.advance(amp_nm * math.sin(2 * math.pi * freq_hz * t) / CFG.plant.Kt, DT)
+        m = plant.measure()
+        v = (m.position_rad - pos_prev) / DT
+        pos_prev = m.position_rad
+        r = mom.step(m.current_a, v, DT)
+        f_hat = obs_step(v, r)
+        if t >= 2.0:
+            errs.append(f_hat - plant.friction_nm)
+    return errs
+
+
+def test_observer_with_true_parameters_tracks_the_plant_friction():
+    L = LuGreObserver.gain_for(30.0, P)
+    obs = LuGreObserver(P, L)
+    obs.z_hat = -P.z_max  # wrong start
+    errs = _drive_open_loop(lambda v, r: obs.step(v, DT, r), 6.0)
+    rms = math.sqrt(sum(e * e for e in errs) / len(errs))
+    assert rms < 0.05 * P.Fc
+
+
+def test_residual_correction_removes_an_initial_state_error():
+    """Stuck under a torque below breakaway (ramped in, no bristle ringing): friction = applied
+    torque. Without correction a wrong ẑ persists; with it F̂ converges at ω_L = L·sigma0."""
+    plant = Turntable(CFG.plant, seed=4)
+    torque = 0.15
+    bw = 30.0
+    corrected = LuGreObserver(P, LuGreObserver.gain_for(bw, P))
+    uncorrected = LuGreObserver(P, 0.0)
+    corrected.z_hat = uncorrected.z_hat = -P.z_max
+    mom = MomentumObserver(CFG.controller.J, CFG.controller.Kt, 100.0)
+    pos_prev = 0.0
+    for k in range(600):
+        plant.advance(torque * min(1.0, k / 200) / CFG.plant.Kt, DT)
+        m = plant.measure()
+        v = (m.position_rad - pos_prev) / DT
+        pos_prev = m.position_rad
+        r = mom.step(m.current_a, v, DT)
+        f_c = corrected.step(v, DT, r)
+        f_u = uncorrected.step(v, DT, r)
+    assert plant.friction_nm == pytest.approx(torque, abs=0.01)  # stuck (cogging aside)
+    assert f_c == pytest.approx(plant.friction_nm, abs=0.01)
+    assert f_u < -0.1  # no sliding motion, no correction: the error stays
+
+
+def test_tracking_error_correction_moves_the_state_against_the_error():
+    obs = LuGreObserver(P, 0.0, tracking_gain_per_s=20.0)
+    obs.step(0.0, DT, e_rad=-1e-6)  # lagging behind the reference: more friction forward
+    assert obs.z_hat == pytest.approx(20.0 * 1e-6 * DT)
+
+
+# --- containment -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("L", [-1.0, -1e-3, 1e3])
+def test_wrong_sign_or_huge_gain_stays_bounded(L):
+    obs = LuGreObserver(P, L, margin_nm=0.05)
+    errs = _drive_open_loop(lambda v, r: obs.step(v, DT, r), 3.0)
+    assert all(math.isfinite(e) for e in errs)
+    assert abs(obs.z_hat) <= P.z_max
+    assert max(abs(e) for e in errs) < 2 * P.Fs + 0.1
+
+
+def test_watchdog_trips_on_persistent_disagreement_not_on_spikes():
+    wd = Watchdog(0.1, 0.03, watchdog_s=0.2, recover_s=1.0)
+    for k in range(1000):  # a 5 ms spike every 100 ms
+        wd.step(0.5 if k % 100 < 5 else 0.0, 0.2, 0.05, DT)
+    assert not wd.fallback
+    for _ in range(199):
+        wd.step(0.0, -0.2, 0.05, DT)  # wrong sign while sliding
+    assert not wd.fallback
+    wd.step(0.0, -0.2, 0.05, DT)
+    assert wd.fallback and wd.reason == "wrong sign"
+    for _ in range(999):
+        wd.step(0.0, 0.2, 0.05, DT)
+    assert wd.fallback
+    wd.step(0.0, 0.2, 0.05, DT)
+    assert not wd.fallback and wd.trips == 1
+    wd.step(math.nan, 0.2, 0.05, DT, finite=False)
+    assert wd.fallback and wd.reason == "non-finite input"
+
+
+def _compensator(ctrl=None, **observer):
+    ctrl = ctrl or CFG.controller
+    return LuGreCompensator(ctrl.friction, ctrl.J, ctrl.Kt, observer=ObserverConfig(**observer))
+
+
+@pytest.mark.parametrize("wrong", [dict(Fc=3.0, Fs=3.0), dict(sigma0=0.01, Fs=2.5, Fc=2.5)])
+def test_wildly_wrong_parameters_are_contained(wrong):
+    ctrl = dataclasses.replace(CFG.controller, friction=P.scaled(**wrong))
+    comp = _compensator(ctrl)
+    peak_ff = []
+    rms, peak = closed_loop(comp, sine_ref, 4.0, ctrl=ctrl,
+                            on_tick=lambda t, plant, c: peak_ff.append(abs(c.feedforward_nm)))
+    assert comp.watchdog.trips >= 1 and comp.fallback
+    assert max(peak_ff) <= ctrl.friction.Fs + ctrl.friction.sigma2 * 0.06 + 0.05 + 1e-9
+    assert peak < 1e-3  # rad: degraded, not a runaway
+
+
+def test_wrong_sign_residual_gain_is_contained_in_the_loop():
+    comp = _compensator()
+    comp.estimator.L = comp.ff_model.L = -comp.estimator.L * 20  # wrong-sign correction
+    rms, peak = closed_loop(comp, sine_ref, 4.0)
+    assert comp.watchdog.trips >= 1
+    assert peak < 1e-3
+    assert abs(comp.friction_hat_nm) <= P.Fs + P.sigma2 * 0.1 + 0.05
+
+
+def test_non_finite_measurement_falls_back_at_once_and_keeps_state():
+    comp = _compensator()
+    s = TickSignals()
+    s.vel_ref_rad_s = s.vel_rad_s = 0.05
+    for _ in range(100):
+        s.pos_rad += 0.05 * DT
+        s.pos_ref_rad = s.pos_rad
+        s.current_a = stribeck(P, 0.05) / CFG.controller.Kt
+        comp.step(s, DT)
+    z = comp.z_hat
+    s.current_a = math.nan
+    ff = comp.step(s, DT)
+    assert comp.fallback and math.isfinite(ff) and comp.z_hat == z
+
+
+# --- config ----------------------------------------------------------------------------------
+
+
+def test_observer_config_rules_name_the_key():
+    with pytest.raises(ConfigError, match=r"^observer\.bandwidth_hz: must be in \(0, mom"):
+        parse_dataclass(ObserverConfig, {"bandwidth_hz": 150.0}, "observer")
+    with pytest.raises(ConfigError, match=r"^observer\.correction: must be one of"):
+        parse_dataclass(ObserverConfig, {"correction": "magic"}, "observer")
+    with pytest.raises(ConfigError, match=r"^observer\.recover_s: must be > 0"):
+        parse_dataclass(ObserverConfig, {"recover_s": 0}, "observer")
+    assert parse_dataclass(ObserverConfig, {"recover_s": ".inf"}, "observer").recover_s == math.inf
+    assert parse_dataclass(ObserverConfig, {"correction": "none", "bandwidth_hz": 0}).bandwidth_hz == 0
+
+
+# --- the compensator in the loop -------------------------------------------------------------
+
+
+def test_make_compensator_builds_the_lugre_modes():
+    ctrl = dataclasses.replace(CFG.controller, compensation="lugre")
+    assert make_compensator(ctrl).mode == "lugre"
+    assert make_compensator(ctrl, "lugre_adaptive").mode == "lugre_adaptive"
+    assert make_lugre_compensator(ctrl, adaptive=True).adapter is not None
+
+
+def test_lugre_feedforward_beats_no_feedforward_on_reversals():
+    """The reversal scenario (0.05 rad/s peak sine), exact parameters: reference-driven model."""
+    rms_off, _ = closed_loop(NoCompensation(), sine_ref, 3.2)
+    comp = make_lugre_compensator(CFG.controller, adaptive=False)
+    rms_lugre, peak = closed_loop(comp, sine_ref, 3.2)
+    assert comp.watchdog.trips == 0
+    assert rms_lugre < 0.1 * rms_off
+    assert abs(comp.residual_nm) < 0.05
+
+
+def test_reset_forgets_the_state():
+    comp = _compensator()
+    closed_loop(comp, sine_ref, 1.2)
+    comp.reset()
+    assert comp.z_hat == 0.0 and comp.friction_hat_nm == 0.0 and not comp.fallback
+    assert comp.estimator.z_hat == 0.0 and comp.momentum.r_nm == 0.0
