@@ -12,7 +12,8 @@ Per tick (all in :meth:`LuGreCompensator.step`, SI units):
    the *reference* velocity. It carries no measurement delay and no velocity noise, and the
    residual correction ties its state to the measured friction. (``estimate``: feed F̂ forward.)
 5. containment: F̂ and the feedforward bounded by the observers; a watchdog on the residual and the
-   sign of F̂ crossfades to the fallback (static Stribeck curve of the reference) — ``fallback``;
+   sign of F̂ crossfades to the fallback — the static Stribeck curve of the reference, or none when
+   that curve disagrees with the measured friction as well (``fallback``, ``fallback_mode``);
 6. ``lugre_adaptive``: Fc adapter (scale on the Stribeck level of both models), drift monitor
    (``reidentify``) and, with ``cfg.schedule``, the scheduler (blended friction sets swapped into
    the models, blended gains published as ``pid_gains``; feedforward change per tick bounded by
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING
 from .adaptation import DriftMonitor, FcAdapter
 from .compensation import Compensator, StaticCompensator, TickSignals
 from .estimation_config import AdaptationConfig, ObserverConfig, ScheduleConfig
-from .friction import FrictionParams
+from .friction import FrictionParams, g
 from .gains import PIDGains
 from .observer import LuGreObserver, MomentumObserver, Watchdog
 from .schedule import Scheduler
@@ -65,6 +66,8 @@ class LuGreCompensator(Compensator):
                          if observer.feedforward == "reference" else None)
         self.watchdog = Watchdog(observer.residual_limit_nm, observer.wrong_sign_velocity_rad_s,
                                  observer.watchdog_s, observer.recover_s)
+        self._static_watchdog = Watchdog(observer.residual_limit_nm,
+                                         observer.wrong_sign_velocity_rad_s, observer.watchdog_s)
         self._static = (StaticCompensator(friction, "stribeck", v_eps)
                         if observer.fallback == "stribeck" else None)
         self._fade_rate = 1.0 / observer.fade_s if observer.fade_s > 0.0 else math.inf  # [1/s]
@@ -86,6 +89,9 @@ class LuGreCompensator(Compensator):
         if self.ff_model is not None:
             self.ff_model.reset()
         self.watchdog.reset()
+        self._static_watchdog.reset()
+        self._static_lag = 0.0
+        self.fallback_mode = ""
         if self.adapter is not None:
             self.adapter.reset()
             self.drift.reset()
@@ -116,6 +122,31 @@ class LuGreCompensator(Compensator):
                 self._static.params = params
             self.weights = sched.weights
             self.pid_gains = sched.gains
+
+    def _fallback_ff(self, s: TickSignals, v: float, r: float, fallback: bool, dt_s: float) -> float:
+        """The fallback feedforward: the static Stribeck curve of the reference — unless that
+        curve disagrees with the measured friction r too (the parameters themselves are wrong,
+        judged while sliding by a second watchdog on r − lag(curve of the measured v)): then
+        none. Graded: lugre → stribeck → off; ``fallback_mode`` says which."""
+        if self._static is None:
+            self.fallback_mode = "off"
+            return 0.0
+        wd = self._static_watchdog
+        if not fallback:  # fading back to the observer
+            wd.reset()
+        elif abs(v) > wd.wrong_sign_velocity_rad_s and r == r:
+            p = self.estimator.active
+            level = self.estimator.scale * g(p, v)
+            curve = (level if v > 0.0 else -level) + p.sigma2 * v
+            self._static_lag += self.momentum.gain * (curve - self._static_lag)
+            wd.step(r - self._static_lag, curve, v, dt_s)
+        else:
+            self._static_lag = r if r == r else self._static_lag
+        if wd.fallback:
+            self.fallback_mode = "off"
+            return 0.0
+        self.fallback_mode = "stribeck"
+        return self._static.step(s, dt_s)
 
     def step(self, s: TickSignals, dt_s: float) -> float:
         vel = s.vel_rad_s
@@ -150,7 +181,7 @@ class LuGreCompensator(Compensator):
             model = ff_model.step(v_ref, dt_s, r_corr, e) if ff_model is not None else f_hat
             self.momentum_nm = r
         else:  # hold every state; the watchdog falls back at once
-            residual = NAN
+            r = residual = NAN
             f_hat = est.f_hat
             model = ff_model.f_hat if ff_model is not None else f_hat
         fallback = self.watchdog.step(residual, f_hat, v, dt_s, finite)
@@ -172,8 +203,9 @@ class LuGreCompensator(Compensator):
             lam += (dt_s if fallback else -dt_s) * self._fade_rate
             lam = 1.0 if lam > 1.0 else (0.0 if lam < 0.0 else lam)
             self.fallback_weight = lam
-            fb = self._static.step(s, dt_s) if self._static is not None else 0.0
-            ff = model + lam * (fb - model)
+            ff = model + lam * (self._fallback_ff(s, v, r, fallback, dt_s) - model)
+            if lam == 0.0:
+                self.fallback_mode = ""
         else:
             ff = model
         step_max = self._max_ff_step

@@ -146,8 +146,12 @@ def run_session(cfg: Config, s: Session, out_dir: Path, *, plot: bool = True,
     chunk_rows = max(1, int(round(cfg.logging.chunk_s * cfg.loop.rate_hz)))
     capacity = max(2 * chunk_rows, int(round(cfg.logging.buffer_s * cfg.loop.rate_hz)))
     units = dict(LOG_COLUMNS)
+    capacity = -(-capacity // chunk_rows) * chunk_rows  # a whole number of chunks
+    # Lockstep runs outpace any disk: the loop waits for the writer (simulated time does not
+    # suffer). On the real clock the loop never waits: a full ring is a fault.
     writer = RunLogWriter(log_path, COLUMN_NAMES, _header(cfg, s, compensator),
-                          chunk_rows=chunk_rows, capacity_rows=capacity, units=units)
+                          chunk_rows=chunk_rows, capacity_rows=capacity, units=units,
+                          wait_when_full_s=math.inf if s.clock.simulated else 0.0)
     loop = ControlLoop(cfg, s.backend, s.clock, s.reference, s.duration_s,
                        compensator=compensator, log_sink=writer, progress=progress)
     helper = on_loop(loop) if on_loop else None

@@ -13,7 +13,8 @@ Per tick, one write and up to three reply lines, bounded by ``timeout_s``:
 ``write()`` ``c <axis> <torque>`` (no reply; feeds the drive watchdog).
 
 Link budget: the request and reply bytes per tick at 10 bits/byte set the highest loop rate
-(:func:`max_rate_for_baud`); a loop rate above it is refused when opening. Without checksums,
+(:func:`max_rate_for_baud`, worst case: the tick that polls the state); a loop rate above it is
+refused when opening. Without checksums,
 line noise that happens to form a well-formed reply cannot be told from one: enable
 ``use_checksum`` on a noisy link. The port is opened with ``exclusive=True`` and read with
 ``select`` on its file descriptor (POSIX).
@@ -53,24 +54,38 @@ _CHECKSUM_REQUEST_BYTES = 5  # " *255"
 _CHECKSUM_REPLY_BYTES = 4  # "*255"
 
 
-def tick_bytes(axis: int, use_checksum: bool, status: bool) -> int:
-    """Bytes on the wire for one tick, both directions: requests with their newline, replies with
-    ``\\r\\n``, worst-case number widths, checksums at 3 digits."""
-    requests = [cmd_feedback(axis), cmd_read(prop_iq_measured(axis)), cmd_torque(axis, _WORST_TORQUE_NM)]
+def tick_lines(axis: int, use_checksum: bool, status: bool) -> tuple[list[int], list[int], int]:
+    """Byte counts of one tick: (request lines, their reply lines, the torque command line), with
+    worst-case number widths and 3-digit checksums; requests end in ``\\n``, replies in ``\\r\\n``."""
+    requests = [cmd_feedback(axis), cmd_read(prop_iq_measured(axis))]
     replies = [format_feedback(_WORST_POS_TURNS, _WORST_VEL_TURNS_S), "-" * READ_REPLY_CHARS]
     if status:
         requests.append(cmd_read(prop_current_state(axis)))
         replies.append("13")
-    tx = sum(len(r) + 1 + (_CHECKSUM_REQUEST_BYTES if use_checksum else 0) for r in requests)
-    rx = sum(len(r) + 2 + (_CHECKSUM_REPLY_BYTES if use_checksum else 0) for r in replies)
-    return tx + rx
+    req_cs = _CHECKSUM_REQUEST_BYTES if use_checksum else 0
+    rep_cs = _CHECKSUM_REPLY_BYTES if use_checksum else 0
+    torque = len(cmd_torque(axis, _WORST_TORQUE_NM)) + 1 + req_cs
+    return ([len(r) + 1 + req_cs for r in requests], [len(r) + 2 + rep_cs for r in replies], torque)
+
+
+def tick_byte_times(axis: int, use_checksum: bool, status: bool) -> int:
+    """Byte times one tick holds the link (full duplex, requests pipelined as the driver sends
+    them): the requests go out back to back; each reply starts once its request has arrived and
+    the previous reply has ended; the torque command follows the last reply. Drive processing
+    time is taken as zero here — LINK_MARGIN covers it."""
+    requests, replies, torque = tick_lines(axis, use_checksum, status)
+    sent = done = 0
+    for req, rep in zip(requests, replies):
+        sent += req
+        done = max(sent, done) + rep
+    return done + torque
 
 
 def max_rate_for_baud(baudrate: int, axis: int = 0, use_checksum: bool = False,
                       status: bool = True) -> float:
-    """Highest loop rate [Hz] whose ticks fit the UART with LINK_MARGIN of each period to spare.
-    Request and reply bytes are counted one after the other (no credit for full duplex)."""
-    seconds = tick_bytes(axis, use_checksum, status) * BITS_PER_BYTE / baudrate
+    """Highest loop rate [Hz] whose worst-case tick fits the UART (10 bits/byte) with LINK_MARGIN
+    of each period to spare."""
+    seconds = tick_byte_times(axis, use_checksum, status) * BITS_PER_BYTE / baudrate
     return (1.0 - LINK_MARGIN) / seconds
 
 
@@ -80,8 +95,8 @@ def rate_refusal(rate_hz: float, baudrate: int, axis: int, use_checksum: bool, s
     if rate_hz <= limit:
         return None
     return (f"{rate_hz:g} Hz is above what odrive_ascii holds at {baudrate} baud: at most "
-            f"{limit:.1f} Hz ({tick_bytes(axis, use_checksum, status)} bytes per tick at "
-            f"{BITS_PER_BYTE} bits/byte, {LINK_MARGIN:.0%} margin)")
+            f"{limit:.1f} Hz ({tick_byte_times(axis, use_checksum, status)} byte times per tick "
+            f"at {BITS_PER_BYTE} bits/byte, {LINK_MARGIN:.0%} margin)")
 
 
 class ODriveAsciiBackend(Backend):

@@ -47,9 +47,9 @@ from canopen.sdo import SdoAbortedError
 from controller.config import PlantConfig
 from drivers.cia402 import minimal_object_dictionary
 from drivers.cia402_protocol import (
-    CAN_ERR_PROT, MODE_CST, OD_CONSUMER_HEARTBEAT, OD_CONTROLWORD, OD_CURRENT_ACTUAL,
+    AUTOMATIC_TRANSITIONS, CAN_ERR_PROT, MODE_CST, OD_CONSUMER_HEARTBEAT, OD_CONTROLWORD, OD_CURRENT_ACTUAL,
     OD_ERROR_REGISTER, OD_MODES_OF_OPERATION, OD_MODES_OF_OPERATION_DISPLAY, OD_POSITION_ACTUAL,
-    OD_PRODUCER_HEARTBEAT, OD_RATED_CURRENT, OD_RATED_TORQUE, OD_STATUSWORD, OD_TARGET_TORQUE,
+    OD_RATED_CURRENT, OD_RATED_TORQUE, OD_STATUSWORD, OD_TARGET_TORQUE,
     OD_TORQUE_ACTUAL, PDO_COB_ID_INVALID, SW_INTERNAL_LIMIT, SW_REMOTE, SW_VOLTAGE_ENABLED,
     SYNC_COB_ID, NMT_COB_ID, HEARTBEAT_BASE, CobIds, PowerState, decode_mapping_entry, drive_step,
     encode_emcy, encode_statusword, error_register_for, from_permille, to_permille, wrap_i32,
@@ -64,6 +64,30 @@ _SDO_ABORT_PDO_TOO_LONG = 0x06040042
 _EMCY_PDO_LENGTH = 0x8210
 _EMCY_HEARTBEAT = 0x8130
 _NOTIFIER_CYCLE_S = 0.05  # receive-thread wake-up: bounds how long close() waits for it [s]
+
+
+class _NullTask:
+    """Stands in for a periodic send that a silenced emulator must not make."""
+
+    def stop(self) -> None:
+        pass
+
+    def update(self, data: bytes) -> None:
+        pass
+
+
+class _EmulatorNetwork(canopen.Network):
+    """A Network whose periodic sends (the NMT slave's heartbeat) can be silenced by COB-ID:
+    a silenced node never sends a heartbeat, not even the first one."""
+
+    def __init__(self, bus: can.BusABC) -> None:
+        super().__init__(bus)
+        self.silenced: set[int] = set()
+
+    def send_periodic(self, can_id: int, data: bytes, period: float, remote: bool = False):
+        if can_id in self.silenced:
+            return _NullTask()
+        return super().send_periodic(can_id, data, period, remote)
 
 
 class EmulatorMode(enum.Enum):
@@ -110,7 +134,7 @@ class Cia402Emulator:
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._started = False
-        self._network: Optional[canopen.Network] = None
+        self._network: Optional[_EmulatorNetwork] = None
         self.node: Optional[canopen.LocalNode] = None
         self._capture: Optional[tuple[can.BusABC, can.Notifier]] = None
         self._stop = threading.Event()
@@ -177,7 +201,9 @@ class Cia402Emulator:
         if self._capture_path is not None:
             cap_bus = can.Bus(interface=self._interface, channel=self._channel)
             self._capture = (cap_bus, can.Notifier(cap_bus, [can.Logger(str(self._capture_path))]))
-        net = canopen.Network(can.Bus(interface=self._interface, channel=self._channel))
+        net = _EmulatorNetwork(can.Bus(interface=self._interface, channel=self._channel))
+        if self._silent:
+            net.silenced.add(self.ids.heartbeat)
         net.NOTIFIER_CYCLE = _NOTIFIER_CYCLE_S
         self._network = net
         net.connect()
@@ -200,8 +226,6 @@ class Cia402Emulator:
         net.subscribe(NMT_COB_ID, self._on_nmt)  # after the NmtSlave's own subscription
         node.nmt.state = "INITIALISING"  # boot-up frame
         node.nmt.state = "PRE-OPERATIONAL"  # starts the heartbeat if 0x1017 is set
-        if self._silent:
-            node.nmt.stop_heartbeat()
         if self.mode is EmulatorMode.REALTIME:
             self._plant_thread = threading.Thread(target=self._run_realtime, name="cia402-emu-plant",
                                                   daemon=True)
@@ -293,6 +317,8 @@ class Cia402Emulator:
     def stop_heartbeat(self) -> None:
         """Stop the heartbeat now and for good (a later 0x1017 write does not restart it)."""
         self._silent = True
+        if self._network is not None:
+            self._network.silenced.add(self.ids.heartbeat)
         if self.node is not None:
             self.node.nmt.stop_heartbeat()
 
@@ -430,8 +456,6 @@ class Cia402Emulator:
                 self._rated_current_a = int(value) / 1000.0
             elif index == OD_RATED_TORQUE:
                 self._rated_torque_nm = int(value) / 1000.0
-            elif index == OD_PRODUCER_HEARTBEAT and self._silent and self.node is not None:
-                self.node.nmt.stop_heartbeat()  # runs after the NmtSlave's own callback
             elif index == OD_CONSUMER_HEARTBEAT and subindex == 1:
                 self._configure_consumer(int(value))
 
@@ -568,4 +592,6 @@ class Cia402Emulator:
             with self._lock:
                 self.plant.advance(self._current_command_a(), self.period_s)
                 self._check_consumer()
+                if self._state in AUTOMATIC_TRANSITIONS:  # the drive's own timer, not SYNC
+                    self._set_state(*AUTOMATIC_TRANSITIONS[self._state])
                 self._changed.notify_all()

@@ -23,8 +23,10 @@ Properties (prefix ``axis<n>.``): ``error``, ``current_state``, ``requested_stat
 and ``vbus_voltage``.
 
 Modes: LOCKSTEP advances the plant one ``dt_s`` per ``c`` command; REALTIME advances it against
-the wall clock. ``baudrate`` (optional) paces replies as a UART at that rate would (10 bits per
-byte, request and reply bytes serialised); the pty itself has no baud rate.
+the wall clock. ``baudrate`` (optional) paces replies as a full-duplex UART at that rate would
+(10 bits per byte; request lines queue on one wire, replies on the other, a reply starts once its
+request has fully arrived); the pty itself has no baud rate. Commands still take effect when
+their bytes are read.
 
 Fault injection: :meth:`inject_garbage` (bytes put on the line ahead of the next reply),
 :meth:`close_port` (the far end disappears), :meth:`drop_next` (replies swallowed),
@@ -256,16 +258,27 @@ class ODriveAsciiEmulator:
             self.lines_ignored += 1
         for raw in lines:
             self.lines_received += 1
+            arrived = self._arrival(len(raw) + 1, now)
             request = decode_request(raw)
             if request is None:
                 self.lines_ignored += 1
                 continue
             reply = self._execute(request.command, now)
             if reply is not None:
-                self._reply(encode_reply(reply, request.use_checksum), len(raw) + 1, now)
+                self._reply(encode_reply(reply, request.use_checksum), arrived, now)
+
+    def _arrival(self, n_bytes: int, now: float) -> float:
+        """When a line of ``n_bytes`` (end of line included) would have fully arrived over a UART
+        at ``baudrate`` — lines queue on the wire one after another; ``now`` when unpaced."""
+        if not self.baudrate:
+            return now
+        self._rx_free = max(now, self._rx_free) + n_bytes * BITS_PER_BYTE / self.baudrate
+        return self._rx_free
 
     # --- replies -----------------------------------------------------------------------------------
-    def _reply(self, data: bytes, request_bytes: int, now: float) -> None:
+    def _reply(self, data: bytes, arrived: float, now: float) -> None:
+        """Send a reply; paced, it starts once its request has arrived and the previous reply
+        has gone out (full duplex: the two directions are separate wires)."""
         if self._drop_remaining > 0:
             self._drop_remaining -= 1
             self.replies_dropped += 1
@@ -273,9 +286,7 @@ class ODriveAsciiEmulator:
         data, self._garbage = self._garbage + data, b""
         due = now
         if self.baudrate:
-            byte_s = BITS_PER_BYTE / self.baudrate
-            self._rx_free = max(now, self._rx_free) + request_bytes * byte_s
-            self._tx_free = max(self._rx_free, self._tx_free) + len(data) * byte_s
+            self._tx_free = max(arrived, self._tx_free) + len(data) * BITS_PER_BYTE / self.baudrate
             due = self._tx_free
         if self._delay_remaining > 0:
             self._delay_remaining -= 1

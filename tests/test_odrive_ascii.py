@@ -1,0 +1,409 @@
+"""ODrive ASCII protocol: golden lines of the codec, the emulator's replies byte for byte, and the
+driver against the emulated drive on a pseudo-terminal (lockstep unless stated)."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+import os
+import re
+import threading
+import time
+
+import pytest
+import serial
+
+from controller.clock import RealClock, SimClock
+from controller.config import Config
+from controller.schema import ConfigError
+from drivers.backend import DriveState
+from drivers.errors import BackendError, CommunicationError, EnableError, ProtocolError
+from drivers.odrive_ascii import ODriveAsciiBackend, max_rate_for_baud, tick_bytes
+from drivers.odrive_ascii_codec import (Request, checksum, cmd_feed_watchdog, cmd_feedback,
+                                        cmd_read, cmd_torque, cmd_write, decode_reply,
+                                        decode_request, encode_line, encode_reply,
+                                        format_feedback, format_read_value, parse_feedback,
+                                        parse_float, parse_int, prop_iq_measured,
+                                        split_request_lines)
+from drivers.odrive_codec import AxisError, AxisState
+from hil.emu_odrive_ascii import ODriveAsciiEmulator
+from hil.odrive_axis import EmuMode
+
+DT = 0.001
+
+
+# --- fixtures: nothing may outlive a test --------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def no_leaks():
+    yield
+    threads = [t.name for t in threading.enumerate() if t.name.startswith("odrive-ascii-emu")]
+    assert not threads, f"emulator threads left running: {threads}"
+
+
+@pytest.fixture
+def cfg(ref_cfg: Config) -> Config:
+    loop = dataclasses.replace(ref_cfg.loop, rate_hz=200.0)
+    drive = dataclasses.replace(ref_cfg.drive, protocol="odrive_ascii", baudrate=921600,
+                                timeout_s=0.05, watchdog_timeout_s=math.inf)
+    return dataclasses.replace(ref_cfg, loop=loop, drive=drive)
+
+
+@pytest.fixture
+def make_emu(cfg: Config):
+    made: list[ODriveAsciiEmulator] = []
+
+    def make(**kw) -> ODriveAsciiEmulator:
+        kw.setdefault("dt_s", DT)
+        emu = ODriveAsciiEmulator(cfg.plant, seed=1, **kw)
+        made.append(emu.start())
+        return emu
+
+    yield make
+    for emu in made:
+        emu.stop()
+
+
+@pytest.fixture
+def make_backend(cfg: Config):
+    made: list[ODriveAsciiBackend] = []
+
+    def make(emu: ODriveAsciiEmulator, clock=None, **kw) -> ODriveAsciiBackend:
+        kw.setdefault("timeout_s", 0.05)
+        backend = ODriveAsciiBackend(clock or SimClock(), port=emu.port_name, **kw)
+        made.append(backend)
+        return backend
+
+    yield make
+    for backend in made:
+        backend.close()
+
+
+@pytest.fixture
+def raw_port(make_emu):
+    """A bare pyserial port on a fresh emulator, for byte-level exchanges."""
+    emu = make_emu()
+    with serial.Serial(emu.port_name, 115200, timeout=0.5, exclusive=True) as port:
+        yield emu, port
+
+
+def exchange(port: serial.Serial, line: bytes) -> bytes:
+    port.write(line)
+    return port.read_until(b"\r\n")
+
+
+def pd_ticks(backend: ODriveAsciiBackend, clock: SimClock, n: int, target_rad: float) -> list:
+    samples = []
+    for _ in range(n):
+        fb = backend.read()
+        samples.append(fb)
+        u = 1250.0 * (target_rad - fb.position_rad) - 14.0 * fb.velocity_rad_s
+        backend.write(max(-3.0, min(3.0, u)))
+        clock.advance(DT)
+    return samples
+
+
+# --- codec: golden lines -------------------------------------------------------------------------
+
+
+def test_checksum_golden() -> None:
+    assert checksum("r vbus_voltage ") == 93  # PROTOCOLS §2's example, space before '*' included
+    assert encode_line("r vbus_voltage", use_checksum=True) == b"r vbus_voltage *93\n"
+    assert encode_line("f 0") == b"f 0\n"
+    assert encode_line("f 0", use_checksum=True) == b"f 0 *86\n"
+    assert encode_reply("8", use_checksum=True) == b"8*56\r\n"
+    assert encode_reply("1.500000 -0.250000", use_checksum=True) == b"1.500000 -0.250000*14\r\n"
+
+
+def test_command_builders_golden() -> None:
+    assert cmd_torque(0, 0.5) == "c 0 0.500000"
+    assert cmd_torque(1, -1.25) == "c 1 -1.250000"
+    assert cmd_feedback(0) == "f 0"
+    assert cmd_read(prop_iq_measured(0)) == "r axis0.motor.current_control.Iq_measured"
+    assert cmd_write("axis0.requested_state", 8) == "w axis0.requested_state 8"
+    assert cmd_write("axis0.config.watchdog_timeout", 0.05) == "w axis0.config.watchdog_timeout 0.050000"
+    assert cmd_feed_watchdog(0) == "u 0"
+    with pytest.raises(ValueError):
+        encode_line("f 0\nsc")
+
+
+def test_decode_reply() -> None:
+    assert decode_reply(b"1.500000 -0.250000\r\n") == "1.500000 -0.250000"
+    assert decode_reply(b"1.500000 -0.250000*14\r\n", use_checksum=True) == "1.500000 -0.250000"
+    with pytest.raises(ProtocolError, match=re.escape("b'1.500000 -0.250000*15\\r\\n': bad checksum at byte 18")):
+        decode_reply(b"1.500000 -0.250000*15\r\n", use_checksum=True)
+    with pytest.raises(ProtocolError, match="checksum missing"):
+        decode_reply(b"1.500000 -0.250000\r\n", use_checksum=True)
+    with pytest.raises(ProtocolError, match="refused the request: invalid property"):
+        decode_reply(b"invalid property\r\n")
+    with pytest.raises(ProtocolError, match="refused the request: invalid motor 3"):
+        decode_reply(b"invalid motor 3\r\n")
+    with pytest.raises(ProtocolError, match="non-printable"):
+        decode_reply(b"1.5\x00\r\n")
+
+
+def test_parsers_accept_only_what_the_firmware_prints() -> None:
+    assert parse_feedback("1.500000 -0.250000") == (1.5, -0.25)
+    assert parse_float("-12.34567", fixed=True) == -12.34567  # a truncated r reply
+    assert parse_int("8") == 8
+    for text in ("nan 0.000000", "1.500000 inf", "1.5 2", "1.500000  -0.250000", "", "8",
+                 "1.500000 -0.250000 3.000000", "0x1.8p0 0.000000"):
+        with pytest.raises(ProtocolError):
+            parse_feedback(text)
+    for text in ("8", "nan", "1e3", " 1.000000", "1_0.0", ""):
+        with pytest.raises(ProtocolError):
+            parse_float(text, fixed=True)
+    for text in ("8.0", "", "0x10", "1 2"):
+        with pytest.raises(ProtocolError):
+            parse_int(text)
+
+
+def test_drive_side_line_handling() -> None:
+    assert split_request_lines(b"f 0\rr x!u 0\n\npartial") == ([b"f 0", b"r x", b"u 0"], b"partial")
+    assert decode_request(b"r vbus_voltage *93") == Request("r vbus_voltage", True)
+    assert decode_request(b"r vbus_voltage *94") is None
+    assert decode_request(b"f 0 ; a comment") == Request("f 0", False)
+    assert decode_request(b"f 0 " + b"x" * 300) is None
+    assert format_read_value(-12.345678) == "-12.34567"  # truncated to 9 characters
+    assert format_read_value(0.25) == "0.250000"
+    assert format_read_value(8) == "8" and format_read_value(True) == "1"
+    assert format_feedback(1.5, -0.25) == "1.500000 -0.250000"
+
+
+# --- the emulator, byte for byte -----------------------------------------------------------------
+
+
+def test_emulator_error_texts_exact(raw_port) -> None:
+    _, port = raw_port
+    assert exchange(port, b"x 1\n") == b"unknown command\r\n"
+    assert exchange(port, b"f 5\n") == b"invalid motor 5\r\n"
+    assert exchange(port, b"f\n") == b"invalid command format\r\n"
+    assert exchange(port, b"c 0\n") == b"invalid command format\r\n"
+    assert exchange(port, b"r axis0.nope\n") == b"invalid property\r\n"
+    assert exchange(port, b"w axis0.current_state 8\n") == b"not implemented\r\n"
+
+
+def test_emulator_replies_and_checksums(raw_port) -> None:
+    emu, port = raw_port
+    assert exchange(port, b"f 0\n") == b"0.000000 0.000000\r\n"
+    assert exchange(port, b"r axis0.current_state *94\n") == b"1*49\r\n"  # checksummed both ways
+    port.write(b"r vbus_voltage *94\n")  # wrong checksum: silently ignored ...
+    assert exchange(port, b"r vbus_voltage!") == b"24.000000\r\n"[:9] + b"\r\n"  # ... '!' ends a line
+    assert emu.lines_ignored == 1
+    reply = exchange(port, b"r axis0.motor.current_control.Iq_measured\n")
+    assert len(reply) <= 9 + 2 and parse_float(reply.decode().strip(), fixed=True) == pytest.approx(0, abs=0.02)
+    assert exchange(port, b"w axis0.requested_state 8\nr axis0.current_state\n") == b"8\r\n"  # w: no reply
+
+
+def test_emulator_lockstep_advances_one_period_per_c(raw_port) -> None:
+    emu, port = raw_port
+    port.write(b"w axis0.requested_state 8\nc 0 1.0\nc 0 1.0\nc 0 1.0\n")
+    assert exchange(port, b"r axis0.current_state\n") == b"8\r\n"
+    assert emu.axis.steps == 3 and emu.plant.t_s == pytest.approx(3 * DT)
+
+
+def test_byte_log_lines(make_emu) -> None:
+    log = io.StringIO()
+    emu = make_emu(byte_log=log)
+    with serial.Serial(emu.port_name, timeout=0.5) as port:
+        assert exchange(port, b"f 0\n") == b"0.000000 0.000000\r\n"
+    emu.stop()
+    lines = log.getvalue().splitlines()
+    assert [line.split()[1:] for line in lines] == [["rx", b"f 0\n".hex()],
+                                                    ["tx", b"0.000000 0.000000\r\n".hex()]]
+    assert all(re.fullmatch(r"\d+\.\d{6} (rx|tx) [0-9a-f]+", line) for line in lines)
+
+
+# --- driver against the emulator -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("use_checksum", [False, True])
+def test_closed_loop_end_to_end(make_emu, make_backend, use_checksum) -> None:
+    emu = make_emu()
+    clock = SimClock()
+    backend = make_backend(emu, clock, use_checksum=use_checksum, watchdog_timeout_s=0.5)
+    with backend:
+        backend.enable()
+        assert emu.axis_state == AxisState.CLOSED_LOOP_CONTROL
+        assert emu.axis.watchdog_enabled and emu.axis.watchdog_timeout_s == 0.5  # written by enable
+        samples = pd_ticks(backend, clock, 300, 0.01)
+        seqs = [s.sequence for s in samples]
+        assert seqs == list(range(seqs[0], seqs[0] + 300))
+        assert all(s.state == DriveState.ENABLED for s in samples)
+        assert samples[-1].position_rad == pytest.approx(0.01, abs=3e-4)
+        assert backend.rejected_lines == 0
+        backend.disable()
+        assert emu.wait_for(lambda e: e.axis_state == AxisState.IDLE, 1.0)
+    assert emu.axis_error == 0 and emu.lines_ignored == 0
+
+
+def test_realtime_mode(make_emu, make_backend) -> None:
+    emu = make_emu(mode=EmuMode.REALTIME, dt_s=0.002)
+    clock = RealClock(spin_s=0.0005)
+    backend = make_backend(emu, clock)
+    with backend:
+        backend.enable()
+        t0 = clock.now()
+        for k in range(150):  # 0.3 s at 500 Hz
+            clock.sleep_until(t0 + k * 0.002)
+            fb = backend.read()
+            backend.write(max(-3.0, min(3.0, 1250.0 * (0.005 - fb.position_rad) - 14.0 * fb.velocity_rad_s)))
+    assert emu.wait_for(lambda e: e.axis_state == AxisState.IDLE, 1.0)
+    assert emu.plant.theta_rad == pytest.approx(0.005, abs=1e-3)
+
+
+def test_idle_after_exception_in_with_block(make_emu, make_backend) -> None:
+    emu = make_emu()
+    backend = make_backend(emu)
+    with pytest.raises(RuntimeError, match="boom"):
+        with backend:
+            backend.enable()
+            backend.write(0.2)
+            raise RuntimeError("boom")
+    assert emu.wait_for(lambda e: e.axis_state == AxisState.IDLE, 1.0)
+    assert emu.axis.input_torque_nm == 0.0
+
+
+@pytest.mark.parametrize("garbage", [b"\x00\x7f#%&\xff\r\n", b"nan nan\r\n", b"xx", b"8\r\n",
+                                     b"1.000000 2.000000 3.000000\r\n"])
+def test_garbage_is_counted_and_never_a_value(make_emu, make_backend, garbage) -> None:
+    emu = make_emu()
+    backend = make_backend(emu)
+    with backend:
+        backend.enable()
+        good = backend.read()
+        backend.write(0.5)
+        emu.inject_garbage(garbage)
+        bad = backend.read()
+        assert backend.rejected_lines >= 1
+        assert bad.sequence == good.sequence  # stale ...
+        assert (bad.position_rad, bad.velocity_rad_s) == (good.position_rad, good.velocity_rad_s)
+        assert bad.current_a == good.current_a  # ... and nothing from the garbage
+        backend.write(0.5)
+        assert backend.read().sequence == good.sequence + 1  # recovered on the next tick
+
+
+def test_well_formed_noise_is_rejected_with_checksums(make_emu, make_backend) -> None:
+    """Without checksums a noise line shaped like a reply cannot be told apart; with them it can."""
+    emu = make_emu()
+    backend = make_backend(emu, use_checksum=True)
+    with backend:
+        backend.enable()
+        good = backend.read()
+        emu.inject_garbage(b"12.500000 3.000000\r\n")
+        bad = backend.read()
+        assert bad.sequence == good.sequence and bad.position_rad == good.position_rad
+        assert "checksum missing" in backend.last_rejected or backend.rejected_lines >= 1
+
+
+def test_lost_reply_gives_stale_sample_after_timeout(make_emu, make_backend) -> None:
+    emu = make_emu()
+    backend = make_backend(emu, timeout_s=0.03)
+    with backend:
+        backend.enable()
+        first = backend.read()
+        emu.drop_next(1)
+        t0 = time.monotonic()
+        stale = backend.read()
+        assert time.monotonic() - t0 >= 0.03
+        assert stale.sequence == first.sequence and stale.position_rad == first.position_rad
+        emu.delay_next(1, 0.2)
+        assert backend.read().sequence == first.sequence  # late: stale, then discarded next tick
+        assert backend.read().sequence == first.sequence + 1
+
+
+def test_port_closed_is_a_communication_error(make_emu, make_backend) -> None:
+    emu = make_emu()
+    backend = make_backend(emu)
+    with backend:
+        backend.enable()
+        backend.read()
+        emu.close_port()
+        with pytest.raises(CommunicationError, match="odrive_ascii: read from /dev/"):
+            backend.read()
+        with pytest.raises(CommunicationError, match="write"):
+            backend.write(0.0)
+
+
+def test_axis_error_is_a_fault_with_text(make_emu, make_backend) -> None:
+    emu = make_emu()
+    backend = make_backend(emu, status_every_ticks=1)
+    with backend:
+        backend.enable()
+        assert backend.read().state == DriveState.ENABLED
+        emu.inject_axis_error(AxisError.ESTOP_REQUESTED)
+        fb = backend.read()
+        assert fb.state == DriveState.FAULT and fb.fault_code == 0x4000
+        assert fb.fault_text.startswith("ESTOP_REQUESTED")
+        backend.disable()
+        with pytest.raises(EnableError, match="ESTOP_REQUESTED"):
+            backend.enable()
+        backend.reset_fault()
+        backend.enable()
+        assert backend.read().state == DriveState.ENABLED
+
+
+def test_drive_watchdog_expires_when_the_driver_stops_sending(make_emu, make_backend) -> None:
+    emu = make_emu()
+    clock = SimClock()
+    backend = make_backend(emu, clock, watchdog_timeout_s=0.05, status_every_ticks=1)
+    with backend:
+        backend.enable()
+        pd_ticks(backend, clock, 30, 0.001)
+        assert emu.axis_error == 0
+        assert emu.wait_for(lambda e: e.axis_error & AxisError.WATCHDOG_TIMER_EXPIRED, 1.0)
+        fb = backend.read()
+        assert fb.state == DriveState.FAULT and "WATCHDOG_TIMER_EXPIRED" in fb.fault_text
+
+
+def test_no_drive_refuses_enable() -> None:
+    master, slave = os.openpty()  # a port nobody answers on
+    try:
+        with ODriveAsciiBackend(SimClock(), port=os.ttyname(slave), timeout_s=0.01) as backend:
+            with pytest.raises(EnableError, match="no reply to 'r axis0.error'"):
+                backend.enable(timeout_s=0.1)
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+def test_rate_refused_at_115200_baud_and_1khz(cfg, make_emu) -> None:
+    slow = dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, rate_hz=1000.0),
+                               drive=dataclasses.replace(cfg.drive, baudrate=115200, port="/dev/null"))
+    with pytest.raises(ConfigError, match=r"^loop.rate_hz: 1000 Hz is above what odrive_ascii holds "
+                                          r"at 115200 baud: at most 74.9 Hz \(123 bytes per tick"):
+        ODriveAsciiBackend.from_config(slow, SimClock())
+    emu = make_emu()
+    backend = ODriveAsciiBackend(SimClock(), port=emu.port_name, baudrate=115200, rate_hz=1000.0)
+    with pytest.raises(BackendError, match=r"1000 Hz .* at most 74.9 Hz"):
+        backend.open()
+    assert not backend.is_open
+
+
+def test_link_budget_numbers() -> None:
+    assert tick_bytes(0, use_checksum=False, status=True) == 123
+    assert tick_bytes(0, use_checksum=False, status=False) == 97
+    assert max_rate_for_baud(115200) == pytest.approx(74.93, abs=0.01)
+    assert max_rate_for_baud(921600) == pytest.approx(599.41, abs=0.01)
+    assert max_rate_for_baud(921600, status=False) == pytest.approx(760.08, abs=0.01)
+
+
+def test_paced_link_is_no_faster_than_the_budget(make_emu, make_backend) -> None:
+    """With the emulator pacing bytes as a 115200-baud UART, the measured tick takes at least
+    the wire time the budget counts, and the refused rate is indeed out of reach."""
+    emu = make_emu(baudrate=115200)
+    backend = make_backend(emu, baudrate=115200, status_every_ticks=1)
+    with backend:
+        backend.enable()
+        t0 = time.perf_counter()
+        n = 15
+        for _ in range(n):
+            assert backend.read().state == DriveState.ENABLED
+            backend.write(0.0)
+        tick_s = (time.perf_counter() - t0) / n
+    assert backend.rejected_lines == 0
+    wire_s = 106 * 10 / 115200  # this tick's bytes (actual widths, not the worst case)
+    assert tick_s >= 0.9 * wire_s
+    assert 1.0 / tick_s < 1000.0
