@@ -246,7 +246,7 @@ class ReferenceConfig:
     distance_rad: float = 0.0  # scan: travel each way [rad]
     max_velocity_rad_s: float = 0.05  # steps profile limit [rad/s]
     max_accel_rad_s2: float = 1.0  # steps/scan profile limit [rad/s²]
-    max_jerk_rad_s3: float = math.inf  # steps: inf = trapezoidal, finite = jerk-limited [rad/s³]
+    max_jerk_rad_s3: float = math.inf  # steps/scan: inf = trapezoidal, finite = jerk-limited [rad/s³]
     start_s: float = 0.0  # the reference holds still before this [s]
 
     def __post_init__(self) -> None:
@@ -256,6 +256,12 @@ class ReferenceConfig:
         require(self.start_s >= 0, "start_s", f"must be >= 0, got {self.start_s}")
         if self.kind == "sine":
             require(self.frequency_hz > 0, "frequency_hz", f"must be > 0 for a sine, got {self.frequency_hz}")
+        if self.kind == "steps":
+            require(self.step_rad != 0 or self.step_counts != 0, "step_rad",
+                    "steps need step_rad or step_counts non-zero")
+        if self.kind in ("steps", "scan"):
+            require(math.isfinite(self.max_accel_rad_s2) or math.isfinite(self.max_jerk_rad_s3),
+                    "max_accel_rad_s2", "must be finite when max_jerk_rad_s3 is inf")
         if self.kind == "scan":
             require(self.distance_rad > 0, "distance_rad", f"must be > 0 for a scan, got {self.distance_rad}")
             require(self.velocity_rad_s > 0, "velocity_rad_s", f"must be > 0 for a scan, got {self.velocity_rad_s}")

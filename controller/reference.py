@@ -25,7 +25,8 @@ Kinds (:class:`~controller.config.ReferenceConfig`); every kind holds still at 0
   at each end. The position stays within [0, distance_rad].
 
 Steps and scan are continuous in position and velocity (and in acceleration for the S-curve),
-with |v| and |a| (and |da/dt|) within their limits.
+with |v| and |a| (and |da/dt|) within their limits. Where the acceleration switches, ``sample``
+returns the value of the segment that starts at t (right-continuous), also at ``start_s``.
 """
 
 from __future__ import annotations
@@ -281,6 +282,24 @@ class PiecewiseReference(Reference):
             k += 1
 
 
+class _ConstantVelocity(Reference):
+    """Constant velocity with a velocity step at ``start_s`` (only when max_accel is inf)."""
+
+    def __init__(self, velocity_rad_s: float, start_s: float, window: Window) -> None:
+        self._v = velocity_rad_s
+        self._start = start_s
+        self.constant_speed_window = window
+
+    def sample(self, t_s: float) -> Sample:
+        tau = t_s - self._start
+        if tau < 0.0:
+            return (0.0, 0.0, 0.0)
+        return (self._v * tau, self._v, 0.0)
+
+    def reversals(self, until_s: float) -> list[float]:
+        return []
+
+
 def _clip_window(t0: float, t1: float, duration_s: float) -> Window:
     t1 = min(t1, duration_s)
     return (t0, t1) if t1 > t0 else None
@@ -345,24 +364,6 @@ def make_reference(cfg: ReferenceConfig, rad_per_count: float, duration_s: float
         return PiecewiseReference(segments, origin_s=start, repeat=True, bounds=(0.0, dist),
                                   constant_speed_window=window)
     raise ValueError(f"kind: unknown reference kind {kind!r}")
-
-
-class _ConstantVelocity(Reference):
-    """Constant velocity with a velocity step at ``start_s`` (only when max_accel is inf)."""
-
-    def __init__(self, velocity_rad_s: float, start_s: float, window: Window) -> None:
-        self._v = velocity_rad_s
-        self._start = start_s
-        self.constant_speed_window = window
-
-    def sample(self, t_s: float) -> Sample:
-        tau = t_s - self._start
-        if tau < 0.0:
-            return (0.0, 0.0, 0.0)
-        return (self._v * tau, self._v, 0.0)
-
-    def reversals(self, until_s: float) -> list[float]:
-        return []
 
 
 __all__ = [

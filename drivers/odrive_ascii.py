@@ -5,10 +5,11 @@ Per tick, one write and up to three reply lines, bounded by ``timeout_s``:
 ``read()``  discard whatever arrived since the last tick (late replies, noise: counted in
             ``rejected_lines``), send ``f <axis>`` and ``r axis<n>.motor.current_control.Iq_measured``
             (and every ``status_every_ticks`` ticks ``r axis<n>.current_state``) in one write, read
-            the replies. Each reply must have its own shape — two ``%f`` numbers, one ``%f``
-            number, an integer — so a lost or shifted line can never be taken for another; a line
-            that does not parse is counted in ``rejected_lines`` and never becomes a value: the
-            sample is stale instead (``sequence`` counts good ``f`` replies). Position/velocity
+            the replies. Each reply has its own shape — two ``%f`` numbers, one ``%f`` number, an
+            integer — so a lost or shifted line can never be taken for another; a line that does
+            not parse is counted in ``rejected_lines``, skipped, and never becomes a value; a
+            reply missing at the deadline leaves the sample stale (``sequence`` counts good ``f``
+            replies). Position/velocity
             turns → rad; current = Iq_measured; torque estimate and temperature NaN.
 ``write()`` ``c <axis> <torque>`` (no reply; feeds the drive watchdog).
 
@@ -97,6 +98,14 @@ def rate_refusal(rate_hz: float, baudrate: int, axis: int, use_checksum: bool, s
     return (f"{rate_hz:g} Hz is above what odrive_ascii holds at {baudrate} baud: at most "
             f"{limit:.1f} Hz ({tick_byte_times(axis, use_checksum, status)} byte times per tick "
             f"at {BITS_PER_BYTE} bits/byte, {LINK_MARGIN:.0%} margin)")
+
+
+def _parse_iq(text: str) -> float:
+    return parse_float(text, "Iq_measured", fixed=True)
+
+
+def _parse_state(text: str) -> int:
+    return parse_int(text, "current_state")
 
 
 class ODriveAsciiBackend(Backend):
@@ -279,24 +288,32 @@ class ODriveAsciiBackend(Backend):
         if status:
             commands.append(cmd_read(prop_current_state(a)))
         self._send(commands)
-        deadline = self._link_time() + self.timeout_s
-        lines = []
-        for _ in commands:
-            line = self._readline(deadline)
-            if line is None:
-                break
-            lines.append(line)
-        if len(lines) > 0 and (fb := self._parse(lines[0], parse_feedback)) is not None:
-            self._pos_turns, self._vel_turns_s = fb
+        slots: list[Callable[[str], object]] = [parse_feedback, _parse_iq, _parse_state][:len(commands)]
+        f, iq, state = self._replies(slots, self._link_time() + self.timeout_s)
+        if f is not None:
+            self._pos_turns, self._vel_turns_s = f
             self._sample_at = self.clock.now()
             self._sequence += 1
-        if len(lines) > 1 and (iq := self._parse(lines[1], lambda t: parse_float(t, "Iq", fixed=True))) is not None:
+        if iq is not None:
             self._iq_a = iq
-        if len(lines) > 2 and (state := self._parse(lines[2], lambda t: parse_int(t, "state"))) is not None:
+        if state is not None:
             self._axis_state = state
             if state != AxisState.CLOSED_LOOP_CONTROL and self.enabled:
                 self._poll_error()
         return self._sample()
+
+    def _replies(self, slots: list[Callable[[str], object]], deadline: float) -> list:
+        """The replies in request order, one per slot (None where missing). A line that does not
+        parse for the slot it would fill — noise, a late reply of an earlier tick — is rejected
+        and skipped: the reply shapes differ, so no line can fill the wrong slot."""
+        values: list = [None, None, None]
+        for i, parse in enumerate(slots):
+            while values[i] is None:
+                line = self._readline(deadline)
+                if line is None:
+                    return values
+                values[i] = self._parse(line, parse)
+        return values
 
     def _poll_error(self) -> None:
         """Fault path (the axis left closed loop): read ``axis.error``, bounded by timeout_s."""

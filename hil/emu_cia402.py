@@ -200,7 +200,8 @@ class Cia402Emulator:
     def _start(self) -> None:
         if self._capture_path is not None:
             cap_bus = can.Bus(interface=self._interface, channel=self._channel)
-            self._capture = (cap_bus, can.Notifier(cap_bus, [can.Logger(str(self._capture_path))]))
+            logger = can.Logger(str(self._capture_path))
+            self._capture = (cap_bus, can.Notifier(cap_bus, [logger], timeout=_NOTIFIER_CYCLE_S))
         net = _EmulatorNetwork(can.Bus(interface=self._interface, channel=self._channel))
         if self._silent:
             net.silenced.add(self.ids.heartbeat)
@@ -572,7 +573,9 @@ class Cia402Emulator:
     def _send_frames(self, frames: list[tuple[int, bytes]]) -> None:
         for cob_id, payload in frames:
             self._send(cob_id, payload)
-        self.tpdo_sent += len(frames)
+        with self._lock:
+            self.tpdo_sent += len(frames)
+            self._changed.notify_all()
 
     # --- realtime plant --------------------------------------------------------------------------
     def _run_realtime(self) -> None:

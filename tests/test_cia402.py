@@ -349,10 +349,10 @@ def test_lost_tpdos_do_not_advance_the_sequence(backend, emulator, clock):
 def test_late_tpdos_are_dropped_not_taken_for_fresh(backend, emulator, clock):
     backend.open()
     seq = _tick(backend, clock).sequence
-    sent = emulator.tpdo_sent
     emulator.delay_next(1, 0.1)  # twice the driver's 50 ms timeout
     assert _tick(backend, clock).sequence == seq
-    assert emulator.wait_until(lambda e: e.tpdo_sent == sent + 2, 1.0)
+    # every SYNC answered (two TPDOs each), the delayed pair included, while no read waits
+    assert emulator.wait_until(lambda e: e.tpdo_sent == 2 * e.sync_count, 1.0)
     fb = _tick(backend, clock)
     assert fb.sequence == seq + 1
     assert backend.late_frames == 2

@@ -312,19 +312,22 @@ def test_cyclic_feedback_without_requests(make_emu, cfg) -> None:
 
 
 def test_realtime_mode(make_emu, make_backend) -> None:
+    """The plant runs on the wall clock; a gentle PD (ω ≈ 50 rad/s) at 500 Hz, tolerant of a
+    loaded machine, moves it to the target and holds it there (within the friction band)."""
     emu = make_emu(mode=EmuMode.REALTIME, dt_s=0.002)
     clock = RealClock(spin_s=0.0005)
     backend = make_backend(clock)
+    target = 0.01
     with backend:
         backend.enable()
         t0 = clock.now()
-        for k in range(150):  # 0.3 s at 500 Hz
+        for k in range(200):  # 0.4 s at 500 Hz
             clock.sleep_until(t0 + k * 0.002)
             fb = backend.read()
-            u = 1250.0 * (0.005 - fb.position_rad) - 14.0 * fb.velocity_rad_s
-            backend.write(max(-3.0, min(3.0, u)))
+            u = 200.0 * (target - fb.position_rad) - 6.0 * fb.velocity_rad_s
+            backend.write(max(-1.0, min(1.0, u)))
     assert emu.wait_for(lambda e: e.axis_state == AxisState.IDLE, 1.0)
-    assert emu.plant.theta_rad == pytest.approx(0.005, abs=1e-3)
+    assert 0.5 * target < emu.plant.theta_rad < 1.5 * target
 
 
 def test_idle_after_close_and_after_exception(make_emu, make_backend) -> None:
