@@ -1,0 +1,247 @@
+"""Compensation benchmark (``frictionctl bench compensation``): every mode on the same plant and
+seed for each scenario, with the controller's parameters mismatched from the plant's.
+
+Mismatch (default ±20 %): the controller believes Fc·(1−m), Fs·(1+m), vs·(1+m), sigma0·(1−m),
+sigma1·(1+m), sigma2·(1−m), J·(1+m), Kt·(1−m) of the plant's values — every parameter off, in
+the directions that keep the set valid (Fs ≥ Fc). ``--mismatch-sign -1`` flips every direction
+(Fs is then raised to Fc where needed). Schedule sets are mismatched the same way.
+
+Monte Carlo (``--monte-carlo N``): N plants drawn as in BRIEF §5 (Fs ~ U[0.5, 1.5]·nominal,
+Fc ~ U[0.6, 0.9]·Fs, vs ~ log-U[1e-4, 1e-1]), each controller mismatched by ±m with random
+signs per parameter; medians and worst cases reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from controller.config import Config, load_config, resolve_config_path
+from controller.friction import DirectionalParams, FrictionParams, LuGreParams
+
+from .scenarios import sim_run
+
+MODES = ("off", "coulomb", "stribeck", "lugre", "lugre_adaptive", "oracle")
+SCENARIOS = ("creep", "reversal", "step", "drift", "schedule")
+PATTERN = {"Fc": -1, "Fs": +1, "vs": +1, "sigma0": -1, "sigma1": +1, "sigma2": -1, "J": +1, "Kt": -1}
+METRICS = ("rms_error_rad", "max_error_rad", "velocity_ripple", "reversal_peak_error_rad")
+
+
+def _mismatch_set(p: LuGreParams, m: float, signs: dict[str, int]) -> LuGreParams:
+    values = p.as_dict()
+    for name in ("Fc", "Fs", "vs", "sigma0", "sigma1", "sigma2"):
+        values[name] *= 1.0 + signs[name] * m
+    values["Fs"] = max(values["Fs"], values["Fc"])
+    return LuGreParams(**values)
+
+
+def mismatch_friction(params: FrictionParams, m: float, signs: dict[str, int]) -> FrictionParams:
+    if isinstance(params, DirectionalParams):
+        return DirectionalParams(_mismatch_set(params.forward, m, signs),
+                                 _mismatch_set(params.reverse, m, signs))
+    return _mismatch_set(params, m, signs)
+
+
+def mismatched(cfg: Config, m: float, signs: dict[str, int] | None = None) -> Config:
+    """The config with the controller believing the plant's parameters off by ±m."""
+    signs = signs or PATTERN
+    ctrl = cfg.controller
+    changes: dict[str, Any] = {
+        "friction": mismatch_friction(cfg.plant.friction, m, signs),
+        "J": cfg.plant.J * (1.0 + signs["J"] * m),
+        "Kt": cfg.plant.Kt * (1.0 + signs["Kt"] * m),
+    }
+    schedule = getattr(ctrl, "schedule", None)
+    if schedule is not None:
+        sets = tuple(dataclasses.replace(s, friction=mismatch_friction(s.friction, m, signs))
+                     for s in schedule.sets)
+        changes["schedule"] = dataclasses.replace(schedule, sets=sets)
+    return dataclasses.replace(cfg, controller=dataclasses.replace(ctrl, **changes))
+
+
+def run_matrix(cfg: Config, scenarios, modes, out: Path, seed: int = 1,
+               duration_scale: float = 1.0, progress=None) -> dict[str, dict[str, dict]]:
+    """results[scenario][mode] = summary dict (lockstep runs, no plots)."""
+    results: dict[str, dict[str, dict]] = {}
+    for sc in scenarios:
+        results[sc] = {}
+        duration = cfg.scenario(sc).duration_s * duration_scale
+        for mode in modes:
+            if progress:
+                progress(f"{sc}/{mode}")
+            results[sc][mode] = sim_run(cfg, sc, out / sc / mode, compensation=mode,
+                                        duration_s=duration, seed=seed, plot=False)
+    return results
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if (b and math.isfinite(a) and math.isfinite(b)) else math.nan
+
+
+def format_table(results: dict[str, dict[str, dict]]) -> str:
+    """A table per scenario: metrics per mode, rms ratios against off and oracle."""
+    lines = []
+    for sc, per_mode in results.items():
+        off = per_mode.get("off", {}).get("rms_error_rad", math.nan)
+        oracle = per_mode.get("oracle", {}).get("rms_error_rad", math.nan)
+        lines.append(f"{sc}  (off/oracle rms = {_ratio(off, oracle):.3g})")
+        lines.append(f"  {'mode':<15}{'rms µrad':>10}{'max µrad':>10}{'ripple':>9}{'rev.peak µrad':>15}"
+                     f"{'off/mode':>10}{'mode/oracle':>12}{'Fc_hat N·m':>11}  faults")
+        for mode, s in per_mode.items():
+            rms = s["rms_error_rad"]
+            lines.append(
+                f"  {mode:<15}{rms * 1e6:10.3f}{s['max_error_rad'] * 1e6:10.2f}"
+                f"{s['velocity_ripple']:9.3g}{s['reversal_peak_error_rad'] * 1e6:15.2f}"
+                f"{_ratio(off, rms):10.2f}{_ratio(rms, oracle):12.2f}"
+                f"{s.get('fc_hat_final_nm', math.nan):11.4g}  {len(s['faults'])}")
+    return "\n".join(lines)
+
+
+def plot_comparison(results: dict[str, dict[str, dict]], out_png: Path) -> Path:
+    """rms error per scenario and mode (log scale), and the error traces of creep/reversal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from controller.runlog import read_log
+
+    scenarios = list(results)
+    modes = list(next(iter(results.values())))
+    trace_sc = [sc for sc in ("creep", "reversal") if sc in results]
+    fig, axes = plt.subplots(1 + len(trace_sc), 1, figsize=(11, 3.6 * (1 + len(trace_sc))))
+    axes = np.atleast_1d(axes)
+    ax = axes[0]
+    width = 0.8 / len(modes)
+    x = np.arange(len(scenarios))
+    for i, mode in enumerate(modes):
+        vals = [results[sc][mode]["rms_error_rad"] * 1e6 for sc in scenarios]
+        ax.bar(x + i * width, vals, width, label=mode)
+    ax.set_xticks(x + 0.4 - width / 2, scenarios)
+    ax.set_yscale("log")
+    ax.set_ylabel("rms tracking error [µrad]")
+    ax.legend(fontsize=8, ncol=len(modes))
+    ax.grid(True, axis="y", alpha=0.3)
+    for ax, sc in zip(axes[1:], trace_sc):
+        for mode in modes:
+            if mode in ("coulomb", "lugre"):
+                continue
+            run = read_log(results[sc][mode]["log"])
+            t = run["t_s"]
+            keep = t < results[sc][mode]["duration_s"]
+            ax.plot(t[keep], (run["pos_ref_rad"] - run["pos_rad"])[keep] * 1e6, lw=0.7, label=mode)
+        ax.set_title(f"{sc}: tracking error")
+        ax.set_ylabel("error [µrad]")
+        ax.set_xlabel("t [s]")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=100)
+    plt.close(fig)
+    return out_png
+
+
+def random_plant(cfg: Config, rng: random.Random, m: float) -> Config:
+    """A BRIEF §5 randomized plant, and a controller mismatched by ±m with random signs."""
+    nominal = cfg.plant.friction
+    base = nominal.forward if isinstance(nominal, DirectionalParams) else nominal
+    fs = base.Fs * rng.uniform(0.5, 1.5)
+    fc = fs * rng.uniform(0.6, 0.9)
+    vs = 10 ** rng.uniform(-4, -1)
+    # keep the plant passive: sigma1 limited by sigma2·Fc/(Fs − Fc)
+    sigma1 = min(base.sigma1, base.sigma2 * fc / (fs - fc))
+    plant_f = LuGreParams(Fc=fc, Fs=fs, vs=vs, sigma0=base.sigma0, sigma1=sigma1,
+                          sigma2=base.sigma2, delta=base.delta)
+    cfg = dataclasses.replace(cfg, plant=dataclasses.replace(cfg.plant, friction=plant_f))
+    signs = {k: rng.choice((-1, 1)) for k in PATTERN}
+    return mismatched(cfg, m, signs)
+
+
+def monte_carlo(cfg: Config, n: int, m: float, out: Path, seed: int, modes, scenarios,
+                duration_s: float) -> dict[str, Any]:
+    rng = random.Random(seed)
+    cases = []
+    for i in range(n):
+        case_cfg = random_plant(cfg, rng, m)
+        p = case_cfg.plant.friction
+        row: dict[str, Any] = {"Fc": p.Fc, "Fs": p.Fs, "vs": p.vs}
+        for sc in scenarios:
+            for mode in modes:
+                s = sim_run(case_cfg, sc, out / f"mc{i}" / sc / mode, compensation=mode,
+                            duration_s=duration_s, seed=seed + i, plot=False)
+                row[f"{sc}/{mode}"] = s["rms_error_rad"]
+                row[f"{sc}/{mode}/faults"] = len(s["faults"])
+        cases.append(row)
+        print(f"  case {i + 1}/{n}: Fc {p.Fc:.3f} Fs {p.Fs:.3f} vs {p.vs:.2e}  " + "  ".join(
+            f"{sc}/{mode} {row[f'{sc}/{mode}'] * 1e6:.3f}" for sc in scenarios for mode in modes))
+    summary: dict[str, Any] = {"cases": cases}
+    for sc in scenarios:
+        for mode in modes:
+            ratios = np.array([c[f"{sc}/{mode}"] / c[f"{sc}/off"] for c in cases])
+            summary[f"{sc}/{mode}"] = {
+                "median_ratio_to_off": float(np.median(ratios)),
+                "worst_ratio_to_off": float(np.max(ratios)),
+                "cases_worse_than_off": int(np.sum(ratios > 1.0)),
+                "faults": int(sum(c[f"{sc}/{mode}/faults"] for c in cases)),
+            }
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="frictionctl bench compensation",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="turntable")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--mismatch", type=float, default=0.2, help="relative error of every parameter")
+    parser.add_argument("--mismatch-sign", type=int, choices=(1, -1), default=1)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--duration-scale", type=float, default=1.0)
+    parser.add_argument("--monte-carlo", type=int, default=0, metavar="N")
+    parser.add_argument("--mc-duration", type=float, default=4.0, help="seconds per Monte Carlo run")
+    parser.add_argument("--out", default="bench-out")
+    args = parser.parse_args(argv)
+    cfg = load_config(resolve_config_path(args.config))
+    scenarios = [s for s in args.scenarios.split(",") if s]
+    modes = [m for m in args.modes.split(",") if m]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    signs = {k: v * args.mismatch_sign for k, v in PATTERN.items()}
+    bench_cfg = mismatched(cfg, args.mismatch, signs)
+    print(f"plant: {args.config}; controller parameters off by ±{args.mismatch:.0%} "
+          f"(sign {args.mismatch_sign:+d}); seed {args.seed}")
+    tty = sys.stderr.isatty()
+    results = run_matrix(bench_cfg, scenarios, modes, out, args.seed, args.duration_scale,
+                         progress=lambda s: tty and print(f"\r  running {s:<30}", end="",
+                                                          file=sys.stderr, flush=True))
+    if tty:
+        print("\r" + " " * 45 + "\r", end="", file=sys.stderr)
+    print(format_table(results))
+    png = plot_comparison(results, out / "compensation.png")
+    report: dict[str, Any] = {"mismatch": args.mismatch, "seed": args.seed, "results": results}
+    if args.monte_carlo:
+        print(f"Monte Carlo: {args.monte_carlo} randomized plants (BRIEF §5), ±{args.mismatch:.0%} mismatch")
+        mc = monte_carlo(cfg, args.monte_carlo, args.mismatch, out / "mc", args.seed,
+                         modes, [s for s in ("creep", "reversal") if s in scenarios] or ["creep"],
+                         args.mc_duration)
+        for key, val in mc.items():
+            if key != "cases":
+                print(f"  {key:<28} median {val['median_ratio_to_off']:.3f}× off   worst "
+                      f"{val['worst_ratio_to_off']:.3f}× off   worse than off in "
+                      f"{val['cases_worse_than_off']}/{args.monte_carlo}   faults {val['faults']}")
+        report["monte_carlo"] = mc
+    (out / "results.json").write_text(json.dumps(report, indent=2, default=str))
+    print(f"plot: {png}; results: {out / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
