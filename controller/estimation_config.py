@@ -165,7 +165,7 @@ class ScheduleConfig:
         require(len(self.sets) >= 1, "sets", "at least one parameter set is needed")
         names = [s.name for s in self.sets]
         for i, name in enumerate(names):
-            require(name not in names[:i], "sets", f"[{i}]: duplicate set name {name!r}")
+            require(name not in names[:i], f"sets[{i}].name", f"duplicate set name {name!r}")
         require(self.weight_rate_per_s > 0, "weight_rate_per_s",
                 f"must be > 0, got {self.weight_rate_per_s}")
         require(self.max_ff_step_nm > 0, "max_ff_step_nm", f"must be > 0, got {self.max_ff_step_nm}")

@@ -27,7 +27,7 @@ from drivers.errors import FrictionctlError
 
 from .compensation import Compensator, TickSignals, make_compensator
 from .config import Config
-from .pid import PID, inertia_feedforward
+from .control_law import ControlLaw
 from .reference import Reference
 from .safety import FaultKind, SafetyMonitor
 from .velocity import VelocityEstimator
@@ -44,7 +44,7 @@ LOG_COLUMNS: tuple[tuple[str, str], ...] = (
     # compute_us: estimate + control + safety of the tick, without backend I/O or logging
     ("late_us", "us"), ("compute_us", "us"), ("overrun", "-"), ("fault", "FaultKind"),
     ("drive_state", "DriveState"), ("sequence", "-"), ("temperature_c", "degC"),
-    ("saturated", "-"), ("reidentify", "-"), ("drive_vel_rad_s", "rad/s"),
+    ("saturated", "-"), ("reidentify", "-"), ("drive_vel_rad_s", "rad/s"), ("payload_kg", "kg"),
 )
 COLUMN_NAMES = tuple(name for name, _ in LOG_COLUMNS)
 
@@ -100,12 +100,14 @@ class ControlLoop:
         self.compensator = compensator or make_compensator(cfg.controller)
         self.log_sink = log_sink
         self.progress = progress
-        self.pid = PID(cfg.controller.pid)
+        self.law = ControlLaw(cfg.controller, self.compensator)
+        self.pid = self.law.pid
         self.velocity = VelocityEstimator(cfg.controller.velocity.source,
                                           cfg.controller.velocity.cutoff_hz)
         self.safety = SafetyMonitor(cfg.safety, cfg.loop.overrun, self.dt_s, cfg.controller.Kt)
         self.status = LoopStatus()
         self._stop_request = ""
+        self._sig = TickSignals()
 
     def request_stop(self, reason: str) -> None:
         """Ask the loop to stop (signal handlers call this): the safe-stop path, no fault."""
@@ -148,23 +150,21 @@ class ControlLoop:
     def _ticks(self) -> tuple[int, str]:
         """The tick loop. Returns (ticks run, stop reason)."""
         cfg = self.cfg
-        backend, clock, safety, pid, comp = self.backend, self.clock, self.safety, self.pid, self.compensator
+        backend, clock, safety, law = self.backend, self.clock, self.safety, self.law
         velocity, reference, sink, status = self.velocity, self.reference, self.log_sink, self.status
         dt = self.dt_s
         n_run = int(round(self.duration_s / dt))
         ramp_ticks = max(1, int(round(cfg.safety.stop_ramp_s / dt)))
-        J_ff = cfg.controller.J if cfg.controller.inertia_feedforward else 0.0
         temperature_default = cfg.plant.temperature_c
         real = not clock.simulated
         perf = time.perf_counter
-        sig = TickSignals()
+        sig = self._sig
         NAN = math.nan
 
         fb = backend.read()
-        velocity.reset(fb.position_rad)
-        pid.enable(fb.position_rad, 0.0)
-        comp.reset()
+        velocity.reset(0.0)  # positions are taken relative to pos0 below
         pos0 = fb.position_rad  # the reference is relative to where the axis starts
+        law.enable(0.0)
         t0 = clock.now() + dt
         progress_every = max(1, int(round(1.0 / dt)))
         u_last = 0.0
@@ -207,20 +207,16 @@ class ControlLoop:
                 sig.acc_ref_rad_s2 = acc_ref
                 sig.current_a = fb.current_a
                 sig.torque_cmd_prev_nm = u_last
-                sig.saturated = pid.saturated
-                sig.temperature_c = fb.temperature_c if fb.temperature_c == fb.temperature_c else temperature_default
+                temp = fb.temperature_c
+                sig.temperature_c = temp if temp == temp else temperature_default
                 sig.payload_kg = getattr(backend, "payload_kg", 0.0)
                 sig.true_friction_nm = backend.true_friction_nm()
                 try:
-                    ff_friction = comp.step(sig, dt)
+                    u = law.step(sig, dt)
                 except (ArithmeticError, ValueError) as err:
                     safety.trip(FaultKind.ESTIMATOR, f"compensator: {err}", t_ref)
-                    ff_friction = NAN
-                gains = comp.pid_gains
-                if gains is not None and gains is not pid.gains:
-                    pid.gains = gains
-                ff = ff_friction + inertia_feedforward(J_ff, acc_ref)
-                u = pid.step(pos_ref, vel_ref, pos, ff, dt)
+                    u = NAN
+                ff = law.ff_nm
                 fault = safety.check(t_ref, fb, pos, vel, pos_ref, vel_ref, u)
                 if fault is FaultKind.NONE:
                     u = safety.clamp(u)
@@ -291,4 +287,5 @@ class ControlLoop:
             self.backend.true_friction_nm(), pid.p_nm, pid.i_nm, pid.d_nm, late_us, compute_us,
             1.0 if overrun else 0.0, float(self.safety.fault), state, seq, temp,
             1.0 if pid.saturated else 0.0, 1.0 if comp.reidentify else 0.0, drive_vel,
+            self._sig.payload_kg,
         )

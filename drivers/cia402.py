@@ -28,6 +28,7 @@ fault. Units at this interface are SI (rad, A, N·m, s); ‰ and counts stay ins
 from __future__ import annotations
 
 import collections
+import configparser
 import contextlib
 import logging
 import math
@@ -333,6 +334,11 @@ class Cia402Backend(Backend):
     def error_frames(self) -> int:
         return self._inbox.error_frames
 
+    def wait_heartbeat(self, timeout_s: float) -> bool:
+        """Block until the drive's next heartbeat is filed (frames received before it have been
+        filed too: one receive thread, in order). For diagnostics and tests, never in the tick."""
+        return self._inbox.wait_heartbeat(lambda _state: True, timeout_s)
+
     def max_rate_hz(self) -> float:
         """The cycle's worst-case bus time at 100 % load: SYNC + TPDO1 + TPDO2 + RPDO1 [Hz]."""
         return self.settings.bitrate / cycle_bits_worst_case()
@@ -440,7 +446,7 @@ class Cia402Backend(Backend):
         try:
             od = s.eds_path or minimal_object_dictionary(s.node_id)
             self._node = canopen.RemoteNode(s.node_id, od)
-        except (OSError, ValueError, KeyError) as err:
+        except (OSError, ValueError, KeyError, configparser.Error) as err:
             raise BackendError(f"{self._where}: drive.eds_path {s.eds_path!r}: {err}") from err
         net.add_node(self._node)
 

@@ -9,16 +9,23 @@ Per tick, one write and up to three reply lines, bounded by ``timeout_s``:
             integer — so a lost or shifted line can never be taken for another; a line that does
             not parse is counted in ``rejected_lines``, skipped, and never becomes a value; a
             reply missing at the deadline leaves the sample stale (``sequence`` counts good ``f``
-            replies). Position/velocity
-            turns → rad; current = Iq_measured; torque estimate and temperature NaN.
+            replies). Position/velocity turns → rad; current = Iq_measured; torque estimate and
+            temperature NaN.
 ``write()`` ``c <axis> <torque>`` (no reply; feeds the drive watchdog).
 
+``enable()`` checks ``axis.error``, writes the watchdog timeout and enables the watchdog (when
+``watchdog_timeout_s`` is finite), passthrough input, zero torque in torque mode, requests
+CLOSED_LOOP_CONTROL and polls ``current_state`` until it is reached. ``disable()`` requests IDLE
+and switches off the watchdog it switched on.
+
 Link budget: the request and reply bytes per tick at 10 bits/byte set the highest loop rate
-(:func:`max_rate_for_baud`, worst case: the tick that polls the state); a loop rate above it is
-refused when opening. Without checksums,
-line noise that happens to form a well-formed reply cannot be told from one: enable
-``use_checksum`` on a noisy link. The port is opened with ``exclusive=True`` and read with
-``select`` on its file descriptor (POSIX).
+(:func:`max_rate_for_baud`; worst case: the tick that polls the state); a loop rate above it is
+refused when opening. Without checksums, line noise that happens to form a well-formed reply
+cannot be told from one: enable ``use_checksum`` on a noisy link. The port is opened with
+``exclusive=True`` and read with ``select`` on its file descriptor (POSIX).
+
+Resolution: ``f`` prints 6 decimals of a turn — 1e-6 turn = 6.3 µrad, about 17 counts of a 24-bit
+encoder; the ``r`` reply for Iq is truncated to 9 characters (1e-6 A below 10 A).
 """
 
 from __future__ import annotations
@@ -106,6 +113,10 @@ def _parse_iq(text: str) -> float:
 
 def _parse_state(text: str) -> int:
     return parse_int(text, "current_state")
+
+
+def _parse_error(text: str) -> int:
+    return parse_int(text, "axis error")
 
 
 class ODriveAsciiBackend(Backend):
@@ -268,9 +279,13 @@ class ODriveAsciiBackend(Backend):
             raise EnableError(f"{self.name}: while enabling: {err}") from err
 
     def _disable(self) -> None:
-        if self._ser is not None:
-            self._send([cmd_write(prop_requested_state(self.axis), int(AxisState.IDLE))])
-            self._axis_state = None
+        if self._ser is None:
+            return
+        commands = [cmd_write(prop_requested_state(self.axis), int(AxisState.IDLE))]
+        if math.isfinite(self.watchdog_timeout_s):  # the inverse of enable(): IDLE needs no feeding
+            commands.append(cmd_write(prop_enable_watchdog(self.axis), 0))
+        self._send(commands)
+        self._axis_state = None
 
     def _reset_fault(self) -> None:
         self._send([CMD_CLEAR_ERRORS])
@@ -319,7 +334,8 @@ class ODriveAsciiBackend(Backend):
         """Fault path (the axis left closed loop): read ``axis.error``, bounded by timeout_s."""
         self._send([cmd_read(prop_axis_error(self.axis))])
         line = self._readline(self._link_time() + self.timeout_s)
-        if line is not None and (code := self._parse(line, lambda t: parse_int(t, "error"))) is not None:
+        code = self._parse(line, _parse_error) if line is not None else None
+        if code is not None:
             self._axis_error = code
 
     # --- the sample --------------------------------------------------------------------------------
@@ -348,9 +364,14 @@ class ODriveAsciiBackend(Backend):
         if st == AxisState.CLOSED_LOOP_CONTROL:
             return DriveState.ENABLED, 0, ""
         if self.enabled:
-            name = AxisState(st).name if st in AxisState._value2member_map_ else str(st)
+            try:
+                name = AxisState(st).name
+            except ValueError:
+                name = str(st)
             return DriveState.FAULT, 0, f"axis state {name} while enabled (expected CLOSED_LOOP_CONTROL)"
-        return (DriveState.DISABLED if st in (AxisState.IDLE, AxisState.UNDEFINED) else DriveState.ENABLING), 0, ""
+        if st in (AxisState.IDLE, AxisState.UNDEFINED):
+            return DriveState.DISABLED, 0, ""
+        return DriveState.ENABLING, 0, ""
 
     # --- lines -------------------------------------------------------------------------------------
     def _parse(self, line: bytes, parse: Callable[[str], object]):

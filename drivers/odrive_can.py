@@ -11,8 +11,19 @@ One receive path: the tick polls ``bus.recv`` (no Notifier thread). Per tick:
             torque estimate NaN (0.5.6 does not report it); temperature NaN.
 ``write()`` Set_Input_Torque.
 
-Only the tick (and ``enable()``, bounded by its timeout) sends: every frame addressed to the axis
-feeds the drive watchdog, so nothing else may keep a dead loop's drive alive.
+``enable()`` needs a fresh heartbeat without axis error, sends Set_Controller_Mode (torque,
+passthrough), Set_Input_Torque(0) and Set_Axis_State(CLOSED_LOOP_CONTROL), and returns once a
+later heartbeat reports CLOSED_LOOP_CONTROL (else EnableError, and IDLE is requested).
+``disable()`` sends Set_Axis_State(IDLE); ``reset_fault()`` Clear_Errors.
+
+Nothing is sent in the background: only the caller's read/write/enable/disable talk to the
+drive. Every frame addressed to the axis feeds the drive watchdog, so a dead loop must not keep
+the drive alive. (CAN Simple 0.5.6 cannot set the watchdog: configure
+``axis.config.watchdog_timeout``/``enable_watchdog`` on the drive; ``watchdog_timeout_s`` tells
+the driver what it is.)
+
+Resolution: position is a float32 in turns — 2^-24 turn (one count of a 24-bit encoder) within
+±1 turn, 128 counts at 100 turns.
 
 State: from the heartbeat. Axis error (or a sub-component error flag) → FAULT with the code and
 the decoded text; a state other than CLOSED_LOOP_CONTROL while enabled → FAULT; no heartbeat for

@@ -191,6 +191,7 @@ class Cia402Emulator:
         if self._started:
             return
         self._started = True
+        self._stop.clear()
         try:
             self._start()
         except BaseException:
@@ -512,8 +513,14 @@ class Cia402Emulator:
                 for k in range(1, self._read_u(mapping + n, 0) + 1):
                     obj_index, obj_sub, _bits = decode_mapping_entry(self._read_u(mapping + n, k))
                     var = od.get_variable(obj_index, obj_sub)
+                    if var is None or var.data_type not in ODVariable.STRUCT_TYPES:
+                        log.warning("emulated drive %d: 0x%04X maps 0x%04X:%02X, which it cannot "
+                                    "serve; PDO ignored", self.ids.node_id, mapping + n, obj_index, obj_sub)
+                        break
                     entries.append((obj_index, obj_sub, ODVariable.STRUCT_TYPES[var.data_type]))
-                channels[kind].append(_PdoChannel(cob_id & 0x7FF, self._read_u(comm + n, 2), tuple(entries)))
+                else:
+                    channels[kind].append(_PdoChannel(cob_id & 0x7FF, self._read_u(comm + n, 2),
+                                                      tuple(entries)))
         self._tpdos = tuple(channels["tpdo"])
         for cob_id in self._rpdos:
             net.unsubscribe(cob_id, self._on_rpdo)

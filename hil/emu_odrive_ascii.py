@@ -51,13 +51,16 @@ from controller.config import PlantConfig
 from drivers.odrive_ascii_codec import (CMD_CLEAR_ERRORS, MAX_LINE_BYTES, decode_request,
                                         encode_reply, format_feedback, format_read_value,
                                         split_request_lines)
-from drivers.odrive_codec import ControlMode
+from drivers.odrive_codec import AxisState, ControlMode
 from hil.odrive_axis import EmuMode, ODriveAxis
+from hil.plant import Turntable
 
 _POLL_S = 0.005  # longest the service thread blocks in select [s]
 BITS_PER_BYTE = 10  # start + 8 data + stop
 
 _Value = float | int | bool
+_Getter = Callable[[], _Value]
+_Setter = Callable[[str, float], None]  # (value text, now [s])
 
 
 class ODriveAsciiEmulator:
@@ -149,11 +152,11 @@ class ODriveAsciiEmulator:
 
     # --- observation -------------------------------------------------------------------------------
     @property
-    def plant(self):
+    def plant(self) -> Turntable:
         return self.axis.plant
 
     @property
-    def axis_state(self):
+    def axis_state(self) -> AxisState:
         with self._lock:
             return self.axis.state
 
@@ -382,42 +385,54 @@ class ODriveAsciiEmulator:
             return "not implemented"
         return None
 
-    def _property_table(self) -> dict[str, tuple[Callable[[], _Value], Callable[[str, float], None] | None]]:
+    def _property_table(self) -> dict[str, tuple[_Getter, _Setter | None]]:
+        """Property path → (read, write or None for read-only). Writers raise ValueError on a
+        value they cannot take."""
         axis = self.axis
         p = f"axis{self.axis_number}."
 
-        def as_bool(text: str) -> bool:
-            if text in ("1", "true", "True"):
-                return True
-            if text in ("0", "false", "False"):
-                return False
-            raise ValueError(text)
-
-        def finite(text: str) -> float:
-            value = float(text)
-            if not math.isfinite(value):
-                raise ValueError(text)
-            return value
-
-        def set_attr(name: str, convert: Callable[[str], object]) -> Callable[[str, float], None]:
+        def attr(name: str, convert: Callable[[str], object]) -> _Setter:
             return lambda text, now: setattr(axis, name, convert(text))
 
+        def control_mode(text: str, now: float) -> None:
+            axis.set_controller_mode(int(text), axis.input_mode)
+
+        def input_mode(text: str, now: float) -> None:
+            axis.set_controller_mode(axis.control_mode, int(text))
+
+        def requested_state(text: str, now: float) -> None:
+            axis.request_state(int(text), now)
+
         return {
-            p + "error": (lambda: axis.error, set_attr("error", int)),
+            p + "error": (lambda: axis.error, attr("error", int)),
             p + "current_state": (lambda: int(axis.state), None),
-            p + "requested_state": (lambda: 0, lambda text, now: axis.request_state(int(text), now)),
-            p + "controller.config.control_mode": (lambda: int(axis.control_mode),
-                                                   lambda text, now: axis.set_controller_mode(int(text), axis.input_mode)),
-            p + "controller.config.input_mode": (lambda: int(axis.input_mode),
-                                                 lambda text, now: axis.set_controller_mode(axis.control_mode, int(text))),
-            p + "controller.input_torque": (lambda: axis.input_torque_nm, set_attr("input_torque_nm", finite)),
+            p + "requested_state": (lambda: 0, requested_state),  # reads back 0 once acted upon
+            p + "controller.config.control_mode": (lambda: int(axis.control_mode), control_mode),
+            p + "controller.config.input_mode": (lambda: int(axis.input_mode), input_mode),
+            p + "controller.input_torque": (lambda: axis.input_torque_nm, attr("input_torque_nm", _finite)),
             p + "motor.current_control.Iq_measured": (lambda: axis.feedback().iq_measured_a, None),
-            p + "motor.current_control.Iq_setpoint": (lambda: axis.current_command_a(), None),
+            p + "motor.current_control.Iq_setpoint": (axis.current_command_a, None),
             p + "encoder.pos_estimate": (lambda: axis.feedback().pos_turns, None),
             p + "encoder.vel_estimate": (lambda: axis.feedback().vel_turns_s, None),
-            p + "config.enable_watchdog": (lambda: axis.watchdog_enabled, set_attr("watchdog_enabled", as_bool)),
-            p + "config.watchdog_timeout": (lambda: axis.watchdog_timeout_s, set_attr("watchdog_timeout_s", finite)),
-            p + "motor.config.current_lim": (lambda: axis.current_limit_a, set_attr("current_limit_a", finite)),
+            p + "config.enable_watchdog": (lambda: axis.watchdog_enabled, attr("watchdog_enabled", _bool)),
+            p + "config.watchdog_timeout": (lambda: axis.watchdog_timeout_s,
+                                            attr("watchdog_timeout_s", _finite)),
+            p + "motor.config.current_lim": (lambda: axis.current_limit_a, attr("current_limit_a", _finite)),
             p + "motor.config.torque_constant": (lambda: axis.plant.Kt, None),
             "vbus_voltage": (lambda: axis.bus_voltage_v, None),
         }
+
+
+def _bool(text: str) -> bool:
+    if text in ("1", "true", "True"):
+        return True
+    if text in ("0", "false", "False"):
+        return False
+    raise ValueError(text)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value

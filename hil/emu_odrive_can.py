@@ -32,7 +32,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import math
 import threading
 import time
 from pathlib import Path
@@ -42,12 +41,14 @@ import can
 
 from controller.config import PlantConfig
 from drivers.errors import ProtocolError
-from drivers.odrive_codec import (REQUESTABLE, AxisError, Cmd, Frame, decode_set_axis_state,
-                                  decode_set_controller_mode, decode_set_input_torque,
+from drivers.odrive_codec import (REQUESTABLE, AxisError, AxisState, Cmd, Frame,
+                                  decode_set_axis_state, decode_set_controller_mode,
+                                  decode_set_input_torque,
                                   decode_set_limits, encode_bus_voltage_current,
                                   encode_encoder_estimates, encode_heartbeat, encode_iq,
                                   encode_motor_error)
 from hil.odrive_axis import EmuMode, ODriveAxis
+from hil.plant import Turntable
 
 log = logging.getLogger(__name__)
 
@@ -142,11 +143,11 @@ class ODriveCanEmulator:
 
     # --- observation -------------------------------------------------------------------------------
     @property
-    def plant(self):
+    def plant(self) -> Turntable:
         return self.axis.plant
 
     @property
-    def axis_state(self):
+    def axis_state(self) -> AxisState:
         with self._lock:
             return self.axis.state
 

@@ -132,8 +132,9 @@ def test_command_builders_golden() -> None:
 def test_decode_reply() -> None:
     assert decode_reply(b"1.500000 -0.250000\r\n") == "1.500000 -0.250000"
     assert decode_reply(b"1.500000 -0.250000*14\r\n", use_checksum=True) == "1.500000 -0.250000"
-    with pytest.raises(ProtocolError, match=re.escape("b'1.500000 -0.250000*15\\r\\n': bad checksum at byte 18")):
-        decode_reply(b"1.500000 -0.250000*15\r\n", use_checksum=True)
+    line = b"1.500000 -0.250000*15\r\n"
+    with pytest.raises(ProtocolError, match=re.escape(f"{line!r}: bad checksum at byte 18")):
+        decode_reply(line, use_checksum=True)
     with pytest.raises(ProtocolError, match="checksum missing"):
         decode_reply(b"1.500000 -0.250000\r\n", use_checksum=True)
     with pytest.raises(ProtocolError, match="refused the request: invalid property"):
@@ -193,7 +194,8 @@ def test_emulator_replies_and_checksums(raw_port) -> None:
     assert exchange(port, b"r vbus_voltage!") == b"24.000000\r\n"[:9] + b"\r\n"  # ... '!' ends a line
     assert emu.lines_ignored == 1
     reply = exchange(port, b"r axis0.motor.current_control.Iq_measured\n")
-    assert len(reply) <= 9 + 2 and parse_float(reply.decode().strip(), fixed=True) == pytest.approx(0, abs=0.02)
+    assert len(reply) <= 9 + 2
+    assert parse_float(reply.decode().strip(), fixed=True) == pytest.approx(0, abs=0.02)
     assert exchange(port, b"w axis0.requested_state 8\nr axis0.current_state\n") == b"8\r\n"  # w: no reply
 
 
@@ -235,7 +237,7 @@ def test_closed_loop_end_to_end(make_emu, make_backend, use_checksum) -> None:
         assert samples[-1].position_rad == pytest.approx(0.01, abs=3e-4)
         assert backend.rejected_lines == 0
         backend.disable()
-        assert emu.wait_for(lambda e: e.axis_state == AxisState.IDLE, 1.0)
+        assert emu.wait_for(lambda e: e.axis_state == AxisState.IDLE and not e.axis.watchdog_enabled, 1.0)
     assert emu.axis_error == 0 and emu.lines_ignored == 0
 
 
@@ -258,9 +260,14 @@ def test_realtime_mode(make_emu, make_backend) -> None:
     assert 0.5 * target < emu.plant.theta_rad < 1.5 * target
 
 
-def test_idle_after_exception_in_with_block(make_emu, make_backend) -> None:
+def test_idle_after_close_and_after_exception(make_emu, make_backend) -> None:
     emu = make_emu()
     backend = make_backend(emu)
+    backend.open()
+    backend.enable()
+    assert emu.axis_state == AxisState.CLOSED_LOOP_CONTROL
+    backend.close()
+    assert emu.wait_for(lambda e: e.axis_state == AxisState.IDLE, 1.0)
     with pytest.raises(RuntimeError, match="boom"):
         with backend:
             backend.enable()

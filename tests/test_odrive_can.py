@@ -333,6 +333,11 @@ def test_realtime_mode(make_emu, make_backend) -> None:
 def test_idle_after_close_and_after_exception(make_emu, make_backend) -> None:
     emu = make_emu()
     backend = make_backend()
+    backend.open()
+    backend.enable()
+    assert emu.wait_for(lambda e: e.axis_state == AxisState.CLOSED_LOOP_CONTROL, 1.0)
+    backend.close()
+    assert emu.wait_for(lambda e: e.axis_state == AxisState.IDLE, 1.0)
     with pytest.raises(RuntimeError, match="boom"):
         with backend:
             backend.enable()

@@ -90,7 +90,7 @@ def test_schedule_config_errors_name_the_key(change, message):
 def test_duplicate_set_names_are_refused():
     data = yaml.safe_load(SCHEDULE_YAML)
     data["sets"][1]["name"] = "cold"
-    with pytest.raises(ConfigError, match=r"^schedule\.sets: \[1\]: duplicate set name 'cold'"):
+    with pytest.raises(ConfigError, match=r"^schedule\.sets\[1\]\.name: duplicate set name 'cold'"):
         parse(ScheduleConfig, data, "schedule")
 
 

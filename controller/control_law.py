@@ -1,0 +1,41 @@
+"""The control law of one tick: friction feedforward + inertia feedforward + PID.
+
+Shared by the loop and by offline replay, so that replaying a log with the code and parameters
+that produced it reproduces the logged estimates and commands exactly.
+"""
+
+from __future__ import annotations
+
+from .compensation import Compensator, TickSignals
+from .config import ControllerConfig
+from .pid import PID, inertia_feedforward
+
+
+class ControlLaw:
+    """``u = PID(e) + F̂ + J·a_ref``. State: the PID and the compensator."""
+
+    def __init__(self, cfg: ControllerConfig, compensator: Compensator) -> None:
+        self.pid = PID(cfg.pid)
+        self.compensator = compensator
+        self.J_ff = cfg.J if cfg.inertia_feedforward else 0.0
+        self.ff_nm = 0.0  # total feedforward of the last step [N·m]
+
+    def enable(self, pos_rad: float) -> None:
+        """Bumpless start at the current position; the estimator starts afresh."""
+        self.pid.enable(pos_rad, 0.0)
+        self.compensator.reset()
+
+    def step(self, s: TickSignals, dt_s: float) -> float:
+        """Torque command before the safety clamp [N·m]. ``s.saturated`` is filled here (the
+        PID's flag from the previous tick); the compensator may raise ArithmeticError or
+        ValueError, which the loop turns into an ESTIMATOR fault."""
+        pid = self.pid
+        comp = self.compensator
+        s.saturated = pid.saturated
+        ff = comp.step(s, dt_s)
+        gains = comp.pid_gains
+        if gains is not None and gains is not pid.gains:
+            pid.gains = gains
+        ff += inertia_feedforward(self.J_ff, s.acc_ref_rad_s2)
+        self.ff_nm = ff
+        return pid.step(s.pos_ref_rad, s.vel_ref_rad_s, s.pos_rad, ff, dt_s)
