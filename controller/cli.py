@@ -162,6 +162,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 1 if any(s["faults"] for s in rows.values()) else 0
 
 
+def _params_file(path: str):
+    """The friction block of a params file: ``friction:`` at the top (identify's params.yaml)
+    or ``controller.friction`` (a full config)."""
+    from .config import _parse_friction
+    from .schema import load_yaml
+
+    data = load_yaml(path)
+    if isinstance(data, dict) and "friction" in data:
+        return _parse_friction(data["friction"], f"{path}: friction")
+    if isinstance(data, dict) and isinstance(data.get("controller"), dict) and "friction" in data["controller"]:
+        return _parse_friction(data["controller"]["friction"], f"{path}: controller.friction")
+    raise ConfigError("", f"{path}: no 'friction:' or 'controller.friction:' block")
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from hil.replay import replay
+
+    from .runner import print_summary
+
+    params = _params_file(args.params) if args.params else None
+    progress = Progress("replay")
+    summary = replay(Path(args.log), Path(args.out), params=params, compensation=args.compensation,
+                     progress=lambda j, n: progress(j, n))
+    progress.done()
+    print_summary(summary, f"replay of {args.log}")
+    return 0
+
+
 BENCHMARKS = {
     "lugre": "hil.bench_lugre",
     "loop": "hil.bench_loop",
@@ -217,6 +245,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("export", cmd_export, "export a run log to CSV")
     p.add_argument("log", help="run log (run.fctl)")
     p.add_argument("--csv", required=True, help="CSV path")
+
+    p = add("replay", cmd_replay, "feed a logged run through the estimator again (what-if)")
+    p.add_argument("log", help="run log (run.fctl) or a CAN capture (.log, .asc, .blf)")
+    p.add_argument("--params", default=None, help="what-if friction parameters (params.yaml or a config)")
+    p.add_argument("--compensation", choices=modes, default=None, help="default: the logged mode")
+    p.add_argument("--out", default="replay-out", help="output directory")
 
     p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation)")
     p.add_argument("which", choices=sorted(BENCHMARKS))

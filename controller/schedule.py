@@ -97,14 +97,17 @@ class Scheduler:
         if self._pids is None and any(p is not None for p in pids):
             raise ValueError("schedule: some sets have pid gains and no base gains are given "
                              "for the others")
+        # per set: ((variable index, lo, hi), ...) for the variables its region constrains
         self._ranges = tuple(
-            tuple((name, getattr(s.region, name)) for name in VARIABLES
+            tuple((i, *getattr(s.region, name)) for i, name in enumerate(VARIABLES)
                   if getattr(s.region, name) is not None)
             for s in cfg.sets)
+        self._used = tuple(sorted({i for ranges in self._ranges for i, _, _ in ranges}))
         self._direction = tuple({"forward": 1, "reverse": -1, "any": 0}[s.region.direction]
                                 for s in cfg.sets)
-        self._width = {name: getattr(cfg.blend_width, name) for name in VARIABLES}
-        self._play = {name: getattr(cfg.hysteresis, name) for name in VARIABLES}
+        self._uses_direction = any(self._direction)
+        self._width = tuple(getattr(cfg.blend_width, name) for name in VARIABLES)
+        self._play = tuple(getattr(cfg.hysteresis, name) for name in VARIABLES)
         self.warnings: list[str] = []
         self._warned: set[frozenset[str]] = set()
         for s in cfg.sets:
@@ -114,8 +117,9 @@ class Scheduler:
         self.reset()
 
     def reset(self) -> None:
-        self._held = {name: NAN for name in VARIABLES}
+        self._held = [NAN] * len(VARIABLES)  # the variables after the play, in VARIABLES order
         self._dir = 0
+        self._settled = False  # weights at their target: nothing to do until a variable moves
         self.weights: tuple[float, ...] = ()
         self.params: FrictionParams = self._friction[0]
         self.gains: PIDGains | None = self._pids[0] if self._pids else None
@@ -123,29 +127,20 @@ class Scheduler:
         self.uncovered = False
         self.changed = False
 
-    def _play_step(self, name: str, x: float) -> float:
-        held = self._held[name]
-        if x != x:  # NaN: unknown, keep what we had
-            return held
-        if held != held:
-            held = x
-        else:
-            h = self._play[name]
-            held = x - h if held < x - h else (x + h if held > x + h else held)
-        self._held[name] = held
-        return held
+    def held(self, name: str) -> float:
+        """A scheduling variable after the play (NaN: never known)."""
+        return self._held[VARIABLES.index(name)]
 
     def targets(self) -> tuple[float, ...] | None:
         """Normalised memberships at the held variables, or None when no set covers them."""
+        held, width = self._held, self._width
         mu = []
         for ranges, direction in zip(self._ranges, self._direction):
-            m = 1.0
-            if direction and self._dir and direction != self._dir:
-                m = 0.0
-            for name, (lo, hi) in ranges:
-                x = self._held[name]
+            m = 0.0 if direction and self._dir and direction != self._dir else 1.0
+            for i, lo, hi in ranges:
+                x = held[i]
                 if m > 0.0 and x == x:
-                    m *= membership(x, lo, hi, self._width[name])
+                    m *= membership(x, lo, hi, width[i])
             mu.append(m)
         total = sum(mu)
         return tuple(m / total for m in mu) if total > 0.0 else None
@@ -155,11 +150,30 @@ class Scheduler:
                ) -> tuple[FrictionParams, PIDGains | None, tuple[float, ...]]:
         """One tick with the scheduling variables (NaN: unknown; direction: sign of v_ref, 0 =
         at rest, keep the last). Returns (blended friction, blended gains, weights)."""
-        self._play_step("temperature_c", temperature_c)
-        self._play_step("payload_kg", payload_kg)
-        self._play_step("speed_rad_s", speed_rad_s)
-        if direction:
-            self._dir = 1 if direction > 0 else -1
+        values = (temperature_c, payload_kg, speed_rad_s)
+        held, play = self._held, self._play
+        moved = False
+        for i in self._used:  # the play (backlash) on each variable some region constrains
+            x = values[i]
+            if x != x:  # NaN: unknown, keep what we had
+                continue
+            h = held[i]
+            if h != h:
+                new = x
+            else:
+                p = play[i]
+                new = x - p if h < x - p else (x + p if h > x + p else h)
+            if new != h:
+                held[i] = new
+                moved = True
+        if direction and self._uses_direction:
+            d = 1 if direction > 0 else -1
+            if d != self._dir:
+                self._dir = d
+                moved = True
+        if self._settled and not moved:
+            self.changed = False
+            return self.params, self.gains, self.weights
         target = self.targets()
         self.uncovered = target is None
         w = self.weights
@@ -168,20 +182,21 @@ class Scheduler:
                 target = (1.0,) + (0.0,) * (len(self.names) - 1)
                 self.warnings.append("schedule: no region covers the start point; "
                                      f"using the first set {self.names[0]!r}")
-            new = target
+            new_w = target
         elif target is None:
-            new = w
+            new_w = w
         else:
             step = self.cfg.weight_rate_per_s * dt_s
             biggest = max(abs(t - x) for t, x in zip(target, w))
             if biggest <= step:
-                new = target
+                new_w = target
             else:
                 f = step / biggest
-                new = tuple(x + f * (t - x) for t, x in zip(target, w))
-        self.changed = new != w
+                new_w = tuple(x + f * (t - x) for t, x in zip(target, w))
+        self._settled = target is None or new_w == target
+        self.changed = new_w != w
         if self.changed:
-            self.weights = new
+            self.weights = new_w
             self._blend()
         return self.params, self.gains, self.weights
 

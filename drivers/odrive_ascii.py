@@ -302,9 +302,10 @@ class ODriveAsciiBackend(Backend):
         commands = [cmd_feedback(a), cmd_read(prop_iq_measured(a))]
         if status:
             commands.append(cmd_read(prop_current_state(a)))
+        deadline = self._link_time() + self.timeout_s  # the write (which hardly blocks) included
         self._send(commands)
         slots: list[Callable[[str], object]] = [parse_feedback, _parse_iq, _parse_state][:len(commands)]
-        f, iq, state = self._replies(slots, self._link_time() + self.timeout_s)
+        f, iq, state = self._replies(slots, deadline)
         if f is not None:
             self._pos_turns, self._vel_turns_s = f
             self._sample_at = self.clock.now()

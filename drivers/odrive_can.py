@@ -248,14 +248,14 @@ class ODriveCanBackend(Backend):
         self._send(encode_set_input_torque(self.node_id, torque_nm))
 
     def _read(self) -> Feedback:
+        deadline = self._link_time() + self.timeout_s  # the whole read, sends included
         self._drain()
-        deadline = self._link_time() + self.timeout_s
         if self.cyclic_feedback:
             enc0, iq0 = self._read_encoder_seq, self._read_iq_seq
         else:
             enc0, iq0 = self._encoder_seq, self._iq_seq
-            self._send(encode_request(self.node_id, Cmd.GET_ENCODER_ESTIMATES, self.rtr_requests))
-            self._send(encode_request(self.node_id, Cmd.GET_IQ, self.rtr_requests))
+            for cmd in (Cmd.GET_ENCODER_ESTIMATES, Cmd.GET_IQ):
+                self._send(encode_request(self.node_id, cmd, self.rtr_requests), deadline)
         self._wait_until(lambda: self._encoder_seq > enc0 and self._iq_seq > iq0, deadline)
         self._read_encoder_seq, self._read_iq_seq = self._encoder_seq, self._iq_seq
         return self._sample()
@@ -360,11 +360,14 @@ class ODriveCanBackend(Backend):
             log.warning("%s: %s", self.name, err)
 
     # --- send path ---------------------------------------------------------------------------------
-    def _send(self, frame: Frame) -> None:
+    def _send(self, frame: Frame, deadline: float | None = None) -> None:
+        """Send one frame; a full transmit queue is waited on until ``deadline`` (link time),
+        or for timeout_s."""
         if self._bus is None:
             raise CommunicationError(f"{self.name}: bus not open")
+        timeout = self.timeout_s if deadline is None else max(0.0, deadline - self._link_time())
         try:
-            self._bus.send(_to_message(frame), timeout=self.timeout_s)
+            self._bus.send(_to_message(frame), timeout=timeout)
         except can.CanError as err:
             raise CommunicationError(f"{self.name}: send of frame 0x{frame.arbitration_id:03X} "
                                      f"failed: {err}") from err

@@ -1,0 +1,215 @@
+"""Offline replay: a logged run's measured feedback fed back through the estimator and control
+law on the simulated clock, as fast as possible.
+
+The replay rebuilds the controller from the config stored in the log's header (or a what-if
+parameter set), then, for every tick the loop controlled, fills the same :class:`TickSignals`
+the loop filled (position, the velocity estimate recomputed from the logged position by the same
+estimator, reference, measured current, previous command, temperature, payload) and calls the
+same :class:`ControlLaw`. With the code and parameters that produced the log, the re-estimated
+friction and commands equal the logged ones (to 1e-12; in practice bit for bit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from controller.compensation import TickSignals, make_compensator
+from controller.config import Config, config_from_mapping
+from controller.control_law import ControlLaw
+from controller.friction import FrictionParams
+from controller.runlog import RunLog, read_log
+from controller.schema import ConfigError
+from controller.velocity import VelocityEstimator
+
+REPLAY_COLUMNS = ("t_s", "friction_hat_nm", "z_hat", "fc_hat_nm", "residual_nm", "torque_cmd_nm",
+                  "reidentify")
+
+
+@dataclass
+class ReplayResult:
+    t_s: np.ndarray
+    friction_hat_nm: np.ndarray
+    z_hat: np.ndarray
+    fc_hat_nm: np.ndarray
+    residual_nm: np.ndarray
+    torque_cmd_nm: np.ndarray  # what the controller would have commanded (after the clamp)
+    reidentify: np.ndarray
+    logged: RunLog
+    rows: np.ndarray  # indices of the replayed rows in the log
+    wall_s: float
+    compensation: str
+
+
+def config_from_log(run: RunLog, source: str = "log") -> Config:
+    cfg_data = run.header.get("config")
+    if cfg_data is None:
+        raise ConfigError("", f"{source}: header holds no config: not a frictionctl run log")
+    return config_from_mapping(cfg_data)
+
+
+def controlled_rows(run: RunLog) -> np.ndarray:
+    """Indices of the ticks on which the loop ran the control law (before any stop)."""
+    t = run["t_s"]
+    duration = float(run.header.get("duration_s", math.inf))
+    stopped = (run["fault"] != 0) | (t >= duration - 1e-12)
+    first_stop = int(np.argmax(stopped)) if stopped.any() else t.size
+    return np.arange(first_stop)
+
+
+def replay_log(run: RunLog, cfg: Config, compensation: str | None = None,
+               progress: Callable[[float, float], None] | None = None) -> ReplayResult:
+    """Re-run the estimator and control law over a log's controlled ticks."""
+    mode = compensation or run.header.get("compensation") or cfg.controller.compensation
+    compensator = make_compensator(cfg.controller, mode)
+    law = ControlLaw(cfg.controller, compensator)
+    velocity = VelocityEstimator(cfg.controller.velocity.source, cfg.controller.velocity.cutoff_hz)
+    dt = 1.0 / float(run.header.get("rate_hz") or cfg.loop.rate_hz)
+    lim = cfg.safety.torque_limit_nm
+    rows = controlled_rows(run)
+    n = rows.size
+    cols = {name: run[name][rows].tolist() for name in (
+        "t_s", "pos_rad", "pos_ref_rad", "vel_ref_rad_s", "acc_ref_rad_s2", "current_a",
+        "torque_cmd_nm", "temperature_c", "friction_true_nm", "drive_vel_rad_s")}
+    payload = (run["payload_kg"][rows] if "payload_kg" in run.columns else np.zeros(n)).tolist()
+    temperature_default = cfg.plant.temperature_c
+    sig = TickSignals()
+    velocity.reset(0.0)
+    law.enable(0.0)
+    u_prev = 0.0
+    t_wall = time.perf_counter()
+    every = max(1, n // 50)
+    c_t, c_pos, c_dvel = cols["t_s"], cols["pos_rad"], cols["drive_vel_rad_s"]
+    c_ref, c_vref, c_aref = cols["pos_ref_rad"], cols["vel_ref_rad_s"], cols["acc_ref_rad_s2"]
+    c_cur, c_temp, c_true, c_cmd = (cols["current_a"], cols["temperature_c"],
+                                    cols["friction_true_nm"], cols["torque_cmd_nm"])
+    rec = []
+    append = rec.append
+    comp = compensator
+    for j in range(n):
+        pos = c_pos[j]
+        sig.t_s = c_t[j]
+        sig.pos_rad = pos
+        sig.vel_rad_s = velocity.step(pos, c_dvel[j], dt)
+        sig.pos_ref_rad = c_ref[j]
+        sig.vel_ref_rad_s = c_vref[j]
+        sig.acc_ref_rad_s2 = c_aref[j]
+        sig.current_a = c_cur[j]
+        sig.torque_cmd_prev_nm = u_prev
+        temp = c_temp[j]
+        sig.temperature_c = temp if temp == temp else temperature_default
+        sig.payload_kg = payload[j]
+        sig.true_friction_nm = c_true[j]
+        u = law.step(sig, dt)
+        u = lim if u > lim else (-lim if u < -lim else u)
+        append((comp.friction_hat_nm, comp.z_hat, comp.fc_hat_nm, comp.residual_nm, u,
+                1.0 if comp.reidentify else 0.0))
+        u_prev = c_cmd[j]  # what the drive was actually sent
+        if progress is not None and j % every == 0:
+            progress(j, n)
+    out = np.array(rec, dtype=float).T if rec else np.empty((len(REPLAY_COLUMNS) - 1, 0))
+    wall = time.perf_counter() - t_wall
+    return ReplayResult(run["t_s"][rows], *out, logged=run, rows=rows, wall_s=wall,
+                        compensation=mode)
+
+
+def with_params(cfg: Config, friction: FrictionParams) -> Config:
+    """What-if: the controller believes ``friction`` (e.g. an identified params.yaml)."""
+    return dataclasses.replace(cfg, controller=dataclasses.replace(cfg.controller, friction=friction))
+
+
+def replay_summary(res: ReplayResult) -> dict[str, Any]:
+    run, rows = res.logged, res.rows
+    logged_f = run["friction_hat_nm"][rows]
+    logged_u = run["torque_cmd_nm"][rows]
+    diff_f = np.abs(res.friction_hat_nm - logged_f)
+    diff_u = np.abs(res.torque_cmd_nm - logged_u)
+    duration = float(res.t_s[-1] - res.t_s[0]) + 1.0 / float(run.header.get("rate_hz", 1000.0)) \
+        if res.t_s.size else 0.0
+    true_f = run["friction_true_nm"][rows]
+    summary = {
+        "ticks": int(rows.size),
+        "duration_s": duration,
+        "compensation": res.compensation,
+        "logged_compensation": run.header.get("compensation"),
+        "replay_wall_s": res.wall_s,
+        "replay_realtime_factor": duration / res.wall_s if res.wall_s > 0 else math.nan,
+        "max_abs_diff_friction_hat_nm": float(np.nanmax(diff_f)) if rows.size else math.nan,
+        "max_abs_diff_torque_nm": float(np.nanmax(diff_u)) if rows.size else math.nan,
+        "rms_diff_friction_hat_nm": float(np.sqrt(np.nanmean(diff_f**2))) if rows.size else math.nan,
+        "fc_hat_final_nm": float(res.fc_hat_nm[-1]) if rows.size else math.nan,
+        "reidentify": bool(res.reidentify.any()),
+        "log_complete": run.complete,
+        "log_problem": run.problem,
+    }
+    if np.isfinite(true_f).any():
+        summary["rms_error_friction_hat_vs_true_nm"] = float(np.sqrt(np.nanmean(
+            (res.friction_hat_nm - true_f) ** 2)))
+    return summary
+
+
+def plot_replay(res: ReplayResult, out_png: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run, rows, t = res.logged, res.rows, res.t_s
+    fig, axes = plt.subplots(3, 1, figsize=(11, 8.5), sharex=True)
+    ax = axes[0]
+    true_f = run["friction_true_nm"][rows]
+    if np.isfinite(true_f).any():
+        ax.plot(t, true_f, "k", lw=1, label="plant (true)")
+    ax.plot(t, run["friction_hat_nm"][rows], lw=1, label=f"logged ({run.header.get('compensation')})")
+    ax.plot(t, res.friction_hat_nm, "--", lw=1, label=f"replayed ({res.compensation})")
+    ax.set_ylabel("friction [N·m]")
+    ax.legend(fontsize=8)
+    ax = axes[1]
+    ax.plot(t, run["torque_cmd_nm"][rows], lw=1, label="logged command")
+    ax.plot(t, res.torque_cmd_nm, "--", lw=1, label="replayed command (would have)")
+    ax.set_ylabel("torque [N·m]")
+    ax.legend(fontsize=8)
+    ax = axes[2]
+    ax.plot(t, res.fc_hat_nm, lw=1, label="Fc estimate (replayed)")
+    ax.plot(t, run["fc_hat_nm"][rows], "--", lw=1, label="Fc estimate (logged)")
+    ax.set_ylabel("Fc [N·m]")
+    ax.set_xlabel("t [s]")
+    ax.legend(fontsize=8)
+    for a in axes:
+        a.grid(True, alpha=0.3)
+    fig.suptitle("replay")
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=100)
+    plt.close(fig)
+    return out_png
+
+
+def replay(log_path: Path, out_dir: Path, *, params: FrictionParams | None = None,
+           compensation: str | None = None, plot: bool = True,
+           progress: Callable[[float, float], None] | None = None) -> dict[str, Any]:
+    """``frictionctl replay`` on a run log: summary.json, replay.png in out_dir."""
+    run = read_log(log_path)
+    cfg = config_from_log(run, str(log_path))
+    if params is not None:
+        cfg = with_params(cfg, params)
+    res = replay_log(run, cfg, compensation, progress)
+    summary = replay_summary(res)
+    summary["log"] = str(log_path)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if plot:
+        summary["report"] = str(plot_replay(res, out_dir / "replay.png"))
+    np.savetxt(out_dir / "replay.csv", np.column_stack([res.t_s, res.friction_hat_nm, res.z_hat,
+                                                        res.fc_hat_nm, res.residual_nm,
+                                                        res.torque_cmd_nm, res.reidentify]),
+               delimiter=",", header=",".join(REPLAY_COLUMNS), comments="", fmt="%.17g")
+    (out_dir / "summary.json").write_text(json.dumps(
+        {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in summary.items()},
+        indent=2) + "\n")
+    return summary
