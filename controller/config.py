@@ -225,10 +225,19 @@ class DriveConfig:
     timeout_s: float = 0.002  # per-exchange receive timeout [s]
     heartbeat_timeout_s: float = 0.5  # [s]
     watchdog_timeout_s: float = 0.005  # drive-side watchdog [s]
+    eds_path: str = ""  # CiA 402: EDS of the drive; "" = built-in minimal object dictionary
+    counts_per_rev: int = 16777216  # CiA 402: position actual 0x6064 [counts/rev]
+    heartbeat_period_s: float = 0.1  # CiA 402: drive producer time 0x1017, master heartbeat [s]
+    master_node_id: int = 127  # CiA 402: node id of the master heartbeat (0x700+id)
 
     def __post_init__(self) -> None:
         require(0 <= self.node_id <= 127, "node_id", f"must be 0..127, got {self.node_id}")
         require(self.timeout_s > 0, "timeout_s", f"must be > 0, got {self.timeout_s}")
+        require(0 < self.heartbeat_period_s < self.heartbeat_timeout_s, "heartbeat_period_s",
+                f"must be in (0, heartbeat_timeout_s), got {self.heartbeat_period_s}")
+        require(1 <= self.master_node_id <= 127, "master_node_id",
+                f"must be 1..127, got {self.master_node_id}")
+        require(self.counts_per_rev >= 4, "counts_per_rev", f"must be >= 4, got {self.counts_per_rev}")
 
 
 # --- scenarios ----------------------------------------------------------------------------------

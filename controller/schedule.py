@@ -60,24 +60,38 @@ def _weighted(values, weights) -> float:
     return total
 
 
+def _columns(objects, names) -> tuple[tuple[float, ...], ...]:
+    """Per field, the values of every object (blending then needs no attribute lookups)."""
+    return tuple(tuple(getattr(o, name) for o in objects) for name in names)
+
+
+def _blend_columns(cls, names, columns, weights):
+    return cls(**{name: _weighted(col, weights) for name, col in zip(names, columns)})
+
+
 def blend_lugre(sets: tuple[LuGreParams, ...], weights: tuple[float, ...]) -> LuGreParams:
     """Field-wise weighted average (weights >= 0, sum 1); validated by the constructor."""
-    return LuGreParams(**{name: _weighted([getattr(p, name) for p in sets], weights)
-                          for name in _LUGRE_FIELDS})
+    return _blend_columns(LuGreParams, _LUGRE_FIELDS, _columns(sets, _LUGRE_FIELDS), weights)
+
+
+def _split(sets: tuple[FrictionParams, ...]):
+    """(forward sets, reverse sets) when any set is directional, else None."""
+    if not any(isinstance(p, DirectionalParams) for p in sets):
+        return None
+    return (tuple(p.forward if isinstance(p, DirectionalParams) else p for p in sets),
+            tuple(p.reverse if isinstance(p, DirectionalParams) else p for p in sets))
 
 
 def blend_friction(sets: tuple[FrictionParams, ...], weights: tuple[float, ...]) -> FrictionParams:
     """Blend flat and directional sets; directional when any set is (forward with forward)."""
-    if not any(isinstance(p, DirectionalParams) for p in sets):
+    split = _split(sets)
+    if split is None:
         return blend_lugre(sets, weights)
-    fwd = tuple(p.forward if isinstance(p, DirectionalParams) else p for p in sets)
-    rev = tuple(p.reverse if isinstance(p, DirectionalParams) else p for p in sets)
-    return DirectionalParams(blend_lugre(fwd, weights), blend_lugre(rev, weights))
+    return DirectionalParams(blend_lugre(split[0], weights), blend_lugre(split[1], weights))
 
 
 def blend_pid(sets: tuple[PIDGains, ...], weights: tuple[float, ...]) -> PIDGains:
-    return PIDGains(**{name: _weighted([getattr(g, name) for g in sets], weights)
-                       for name in _PID_FIELDS})
+    return _blend_columns(PIDGains, _PID_FIELDS, _columns(sets, _PID_FIELDS), weights)
 
 
 class Scheduler:
@@ -92,8 +106,13 @@ class Scheduler:
         self.cfg = cfg
         self.names = tuple(s.name for s in cfg.sets)
         self._friction = tuple(s.friction for s in cfg.sets)
+        split = _split(self._friction)
+        self._friction_columns = (
+            (_columns(self._friction, _LUGRE_FIELDS),) if split is None
+            else (_columns(split[0], _LUGRE_FIELDS), _columns(split[1], _LUGRE_FIELDS)))
         pids = tuple(s.pid or base_pid for s in cfg.sets)
         self._pids = pids if all(p is not None for p in pids) else None
+        self._pid_columns = _columns(self._pids, _PID_FIELDS) if self._pids else ()
         if self._pids is None and any(p is not None for p in pids):
             raise ValueError("schedule: some sets have pid gains and no base gains are given "
                              "for the others")
@@ -208,8 +227,14 @@ class Scheduler:
             self.params = self._friction[heaviest]
             self.gains = self._pids[heaviest] if self._pids else None
             return
-        self.params = blend_friction(self._friction, w)
-        self.gains = blend_pid(self._pids, w) if self._pids else None
+        cols = self._friction_columns
+        if len(cols) == 1:
+            self.params = _blend_columns(LuGreParams, _LUGRE_FIELDS, cols[0], w)
+        else:
+            self.params = DirectionalParams(_blend_columns(LuGreParams, _LUGRE_FIELDS, cols[0], w),
+                                            _blend_columns(LuGreParams, _LUGRE_FIELDS, cols[1], w))
+        if self._pids:
+            self.gains = _blend_columns(PIDGains, _PID_FIELDS, self._pid_columns, w)
         mixed = frozenset(name for name, x in zip(self.names, w) if x > 0.0)
         if mixed not in self._warned:
             message = passivity_warning(self.params)

@@ -112,10 +112,10 @@ class Cia402Settings:
         return cls(
             interface=d.interface, channel=d.channel, bitrate=d.bitrate, node_id=d.node_id,
             timeout_s=d.timeout_s, heartbeat_timeout_s=d.heartbeat_timeout_s,
-            heartbeat_period_s=getattr(d, "heartbeat_period_s", cls.heartbeat_period_s),
-            master_node_id=getattr(d, "master_node_id", cls.master_node_id),
-            counts_per_rev=getattr(d, "counts_per_rev", cfg.plant.encoder.counts_per_rev),
-            eds_path=getattr(d, "eds_path", cls.eds_path),
+            heartbeat_period_s=d.heartbeat_period_s,
+            master_node_id=d.master_node_id,
+            counts_per_rev=d.counts_per_rev,
+            eds_path=d.eds_path,
         )
 
 
