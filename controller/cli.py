@@ -4,6 +4,8 @@ one-line messages and exit codes (2: bad input or config, 1: a run that faulted 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import json
 import sys
 from pathlib import Path
@@ -115,6 +117,57 @@ def cmd_run(args: argparse.Namespace) -> int:
                       scenario=args.scenario, seed=args.seed, compensation=args.compensation)
     summary = run_session(cfg, session, Path(args.out), on_loop=StatusLine.start_for)
     print_summary(summary, f"run {args.scenario} on {cfg.drive.protocol}")
+    return _exit_code(summary)
+
+
+def _retune_for_rate(cfg):
+    """A loop rate too slow for the configured PID bandwidth (the triple-pole rule needs the
+    rate ≥ 20× the bandwidth for its phase margin): retune by the same rule at rate/20."""
+    from .gains import PIDGains
+
+    ctrl = cfg.controller
+    bw_hz = ctrl.pid.kd / (3.0 * ctrl.J) / (2.0 * math.pi)
+    if cfg.loop.rate_hz >= 20.0 * bw_hz:
+        return cfg
+    new_bw = cfg.loop.rate_hz / 20.0
+    gains = PIDGains.triple_pole(ctrl.J, new_bw, output_limit_nm=ctrl.pid.output_limit_nm,
+                                 derivative_cutoff_hz=min(ctrl.pid.derivative_cutoff_hz,
+                                                          cfg.loop.rate_hz / 4.0))
+    print(f"frictionctl: {cfg.loop.rate_hz:g} Hz is too slow for a {bw_hz:.3g} Hz position loop: "
+          f"PID retuned by the triple-pole rule at {new_bw:.3g} Hz", file=sys.stderr)
+    return dataclasses.replace(cfg, controller=dataclasses.replace(ctrl, pid=gains))
+
+
+def cmd_hil(args: argparse.Namespace) -> int:
+    from hil.hil_session import ascii_rate_limit, hil_run
+
+    from .runner import print_summary
+    from .status import StatusLine
+
+    cfg = _load(args)
+    if args.rate is not None:
+        if not 0 < args.rate <= 20000:
+            raise UsageError(f"--rate: must be in (0, 20000] Hz, got {args.rate:g}")
+        cfg = dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, rate_hz=args.rate))
+    elif args.protocol == "odrive_ascii" and cfg.loop.rate_hz > ascii_rate_limit(cfg):
+        limit = ascii_rate_limit(cfg)
+        print(f"frictionctl: odrive_ascii at {cfg.drive.baudrate} baud holds at most {limit:.0f} Hz: "
+              f"running the loop at {int(limit)} Hz (set --rate or drive.baudrate)", file=sys.stderr)
+        cfg = dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, rate_hz=float(int(limit))))
+    cfg = _retune_for_rate(cfg)
+    if math.isfinite(cfg.drive.watchdog_timeout_s) and cfg.drive.watchdog_timeout_s <= 3 * cfg.loop.dt_s:
+        wd = 5 * cfg.loop.dt_s
+        print(f"frictionctl: drive.watchdog_timeout_s {cfg.drive.watchdog_timeout_s:g} s is within 3 loop "
+              f"periods: the emulated drive's watchdog is set to {wd:.3g} s", file=sys.stderr)
+        cfg = dataclasses.replace(cfg, drive=dataclasses.replace(cfg.drive, watchdog_timeout_s=wd))
+    progress = Progress(f"hil {args.protocol} {args.scenario}")
+    summary = hil_run(cfg, args.protocol, args.scenario, Path(args.out), duration_s=args.duration,
+                      compensation=args.compensation, seed=args.seed, realtime=args.realtime,
+                      capture=Path(args.capture) if args.capture else None,
+                      progress=None if args.realtime else progress,
+                      on_loop=StatusLine.start_for if args.realtime else None)
+    progress.done()
+    print_summary(summary, f"hil {args.protocol} {args.scenario}")
     return _exit_code(summary)
 
 
@@ -237,6 +290,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scenario", default="creep")
     p.add_argument("--compensation", choices=modes, default=None)
     p.add_argument("--duration", type=float, default=None)
+
+    p = add("hil", cmd_hil, "the real driver against its protocol-level emulator (HIL bench)")
+    common(p, "hil-out")
+    p.add_argument("--protocol", required=True, choices=("cia402", "odrive_can", "odrive_ascii"))
+    p.add_argument("--scenario", default="creep")
+    p.add_argument("--compensation", choices=modes, default=None)
+    p.add_argument("--duration", type=float, default=None)
+    p.add_argument("--rate", type=float, default=None, help="loop rate [Hz] (default: loop.rate_hz)")
+    p.add_argument("--realtime", action="store_true", help="real clock; the emulator follows wall time")
+    p.add_argument("--capture", default=None,
+                   help="raw traffic: CAN in a python-can format by extension (.log candump, .asc); "
+                        "serial as a timestamped byte log")
 
     p = add("plot", cmd_plot, "plot a run log")
     p.add_argument("log", help="run log (run.fctl)")

@@ -218,17 +218,20 @@ class DriveConfig:
     interface: str = "virtual"  # python-can interface (socketcan, pcan, virtual, ...)
     channel: str = "vcan0"  # python-can channel
     bitrate: int = 1000000  # [bit/s]
-    node_id: int = 1
+    node_id: int = 1  # CANopen 1..127; ODrive 0..63
     port: str = ""  # serial port (odrive_ascii)
     baudrate: int = 115200  # [baud]
     axis: int = 0  # ODrive axis number (ASCII)
     timeout_s: float = 0.002  # per-exchange receive timeout [s]
     heartbeat_timeout_s: float = 0.5  # [s]
-    watchdog_timeout_s: float = 0.005  # drive-side watchdog [s]
+    watchdog_timeout_s: float = 0.005  # drive-side watchdog [s]; .inf = leave the watchdog alone
     eds_path: str = ""  # CiA 402: EDS of the drive; "" = built-in minimal object dictionary
     counts_per_rev: int = 16777216  # CiA 402: position actual 0x6064 [counts/rev]
     heartbeat_period_s: float = 0.1  # CiA 402: drive producer time 0x1017, master heartbeat [s]
     master_node_id: int = 127  # CiA 402: node id of the master heartbeat (0x700+id)
+    cyclic_feedback: bool = False  # odrive_can: drive sends encoder/Iq at the loop rate (no requests)
+    checksum: bool = False  # odrive_ascii: append and require the *checksum on every line
+    status_every_ticks: int = 10  # odrive_ascii: poll the axis state every N ticks (0 = never)
 
     def __post_init__(self) -> None:
         require(0 <= self.node_id <= 127, "node_id", f"must be 0..127, got {self.node_id}")

@@ -90,7 +90,8 @@ class ControlLoop:
     def __init__(self, cfg: Config, backend: Backend, clock: Clock, reference: Reference,
                  duration_s: float, *, compensator: Compensator | None = None,
                  log_sink: LogSink | None = None,
-                 progress: Callable[[float, float], None] | None = None) -> None:
+                 progress: Callable[[float, float], None] | None = None,
+                 truth: Callable[[], float] | None = None) -> None:
         self.cfg = cfg
         self.backend = backend
         self.clock = clock
@@ -100,6 +101,8 @@ class ControlLoop:
         self.compensator = compensator or make_compensator(cfg.controller)
         self.log_sink = log_sink
         self.progress = progress
+        # the plant's true friction (simulation and HIL only; NaN on a machine)
+        self.truth = truth or backend.true_friction_nm
         self.law = ControlLaw(cfg.controller, self.compensator)
         self.pid = self.law.pid
         self.velocity = VelocityEstimator(cfg.controller.velocity.source,
@@ -159,6 +162,7 @@ class ControlLoop:
         real = not clock.simulated
         perf = time.perf_counter
         sig = self._sig
+        truth = self.truth
         NAN = math.nan
 
         fb = backend.read()
@@ -210,7 +214,7 @@ class ControlLoop:
                 temp = fb.temperature_c
                 sig.temperature_c = temp if temp == temp else temperature_default
                 sig.payload_kg = getattr(backend, "payload_kg", 0.0)
-                sig.true_friction_nm = backend.true_friction_nm()
+                sig.true_friction_nm = truth()
                 try:
                     u = law.step(sig, dt)
                 except (ArithmeticError, ValueError) as err:
@@ -284,7 +288,7 @@ class ControlLoop:
         return (
             t, pos, vel, pos_ref, vel_ref, acc_ref, current, u, u - ff, ff,
             comp.friction_hat_nm, comp.z_hat, comp.fc_hat_nm, comp.residual_nm,
-            self.backend.true_friction_nm(), pid.p_nm, pid.i_nm, pid.d_nm, late_us, compute_us,
+            self.truth(), pid.p_nm, pid.i_nm, pid.d_nm, late_us, compute_us,
             1.0 if overrun else 0.0, float(self.safety.fault), state, seq, temp,
             1.0 if pid.saturated else 0.0, 1.0 if comp.reidentify else 0.0, drive_vel,
             self._sig.payload_kg,

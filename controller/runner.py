@@ -44,6 +44,7 @@ class Session:
     seed: int | None = None
     compensation: str | None = None
     extra_header: dict[str, Any] | None = None
+    truth: Callable[[], float] | None = None  # the plant's true friction (sim/HIL only)
 
 
 def versions() -> dict[str, str]:
@@ -153,7 +154,8 @@ def run_session(cfg: Config, s: Session, out_dir: Path, *, plot: bool = True,
                           chunk_rows=chunk_rows, capacity_rows=capacity, units=units,
                           wait_when_full_s=math.inf if s.clock.simulated else 0.0)
     loop = ControlLoop(cfg, s.backend, s.clock, s.reference, s.duration_s,
-                       compensator=compensator, log_sink=writer, progress=progress)
+                       compensator=compensator, log_sink=writer, progress=progress,
+                       truth=s.truth)
     helper = on_loop(loop) if on_loop else None
     try:
         with _SignalStop(loop):

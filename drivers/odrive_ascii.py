@@ -164,8 +164,8 @@ class ODriveAsciiBackend(Backend):
         from controller.schema import ConfigError
 
         d = cfg.drive
-        use_checksum = bool(getattr(d, "checksum", False))
-        status_every = int(getattr(d, "status_every_ticks", 10))
+        use_checksum = d.checksum
+        status_every = d.status_every_ticks
         reason = rate_refusal(cfg.loop.rate_hz, d.baudrate, d.axis, use_checksum, status_every > 0)
         if reason:
             raise ConfigError("loop.rate_hz", reason)

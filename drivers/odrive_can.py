@@ -123,7 +123,7 @@ class ODriveCanBackend(Backend):
         from controller.schema import ConfigError
 
         d = cfg.drive
-        cyclic = bool(getattr(d, "cyclic_feedback", False))
+        cyclic = d.cyclic_feedback
         if not 0 <= d.node_id <= MAX_NODE_ID:
             raise ConfigError("drive.node_id", f"{d.node_id} out of range for ODrive CAN Simple "
                                                f"(0..{MAX_NODE_ID})")

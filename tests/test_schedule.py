@@ -7,6 +7,8 @@ import types
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import configs
 from controller.compensation import TickSignals
@@ -115,6 +117,23 @@ def test_blend_is_field_wise_and_valid():
     assert p.Fs >= p.Fc
     d = blend_friction((DirectionalParams(a, b), a), (0.5, 0.5))
     assert d.forward == a and d.reverse.Fc == pytest.approx(0.25)
+
+
+valid_sets = st.builds(
+    lambda fc, ratio, vs, s0, s1, s2, d: LuGreParams(fc, fc * ratio, vs, s0, s1, s2, d),
+    st.floats(1e-3, 10), st.floats(1.0, 3.0), st.floats(1e-4, 0.1), st.floats(1e2, 1e8),
+    st.floats(0, 10), st.floats(0, 10), st.floats(0.5, 2.5))
+
+
+@settings(max_examples=200, deadline=None)
+@given(sets=st.lists(valid_sets, min_size=1, max_size=4), raw=st.lists(st.floats(0, 1), min_size=4, max_size=4))
+def test_any_convex_blend_of_valid_sets_is_valid(sets, raw):
+    raw = raw[:len(sets)]
+    if sum(raw) == 0:
+        raw[0] = 1.0
+    weights = tuple(x / sum(raw) for x in raw)
+    p = blend_friction(tuple(sets), weights)  # the validating constructor accepts it
+    assert min(q.Fc for q in sets) * (1 - 1e-9) <= p.Fc <= max(q.Fc for q in sets) * (1 + 1e-9)
 
 
 def test_blended_parameters_change_continuously_across_a_boundary():
