@@ -56,8 +56,8 @@ class LuGreCompensator(Compensator):
         self.scheduler = Scheduler(schedule, base_pid) if schedule is not None else None
         if self.scheduler is not None:
             friction = self.scheduler.params
-        L = (LuGreObserver.gain_for(observer.bandwidth_hz, friction)
-             if observer.correction == "residual" else 0.0)
+        self._residual = observer.correction == "residual"
+        L = LuGreObserver.gain_for(observer.bandwidth_hz, friction) if self._residual else 0.0
         k = observer.tracking_gain_per_s if observer.correction == "tracking_error" else 0.0
         margin = observer.clamp_margin_nm
         self.momentum = MomentumObserver(J, Kt, observer.momentum_bandwidth_hz)
@@ -116,8 +116,11 @@ class LuGreCompensator(Compensator):
         if sched.changed:
             params = sched.params
             self.estimator.set_params(params)
+            if self._residual:  # keep ω_L = L·sigma0 at the configured bandwidth
+                self.estimator.L = LuGreObserver.gain_for(self.cfg.bandwidth_hz, params)
             if self.ff_model is not None:
                 self.ff_model.set_params(params)
+                self.ff_model.L = self.estimator.L
             if self._static is not None:
                 self._static.params = params
             self.weights = sched.weights

@@ -18,6 +18,10 @@ Choosing the gains ("observer faster than the mechanics, slower than the noise",
 In steady sliding the bristle relaxation rate a = sigma0·|v|/g(v) (≈ 1300 1/s at v = vs on the
 reference table) is far above ω_L, so the correction mostly acts around zero velocity, where the
 open-loop integration of ẑ drifts; a persistent sliding residual is left for the Fc adapter.
+Measured on the reference table (control loop, 20 Hz PID): a 30 Hz correction brings the rms
+error of 10-count steps from 0.77 to 0.23 µrad and of the dwell-and-scan from 1.48 to 0.30 µrad
+against no correction, at a cost of 0.15 → 0.20 µrad on the 0.05 rad/s reversal sine; a higher
+bandwidth also passes more of a torque-constant (Kt) error into F̂.
 """
 
 from __future__ import annotations
