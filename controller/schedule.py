@@ -21,7 +21,6 @@ direction of v_ref. Per tick (:meth:`Scheduler.update`):
 
 from __future__ import annotations
 
-import math
 from dataclasses import fields
 
 from .estimation_config import ScheduleConfig

@@ -14,7 +14,7 @@ import configs
 from controller.compensation import NoCompensation, TickSignals, make_compensator
 from controller.config import load_config
 from controller.estimation_config import ObserverConfig
-from controller.friction import DirectionalParams, LuGreParams, lugre_step, stribeck
+from controller.friction import DirectionalParams, lugre_step, stribeck
 from controller.lugre_compensator import LuGreCompensator, make_lugre_compensator
 from controller.observer import LuGreObserver, MomentumObserver, Watchdog, lugre_driven_step
 from controller.schema import ConfigError, parse_dataclass
