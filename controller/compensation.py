@@ -61,6 +61,8 @@ class Compensator(abc.ABC):
         self.residual_nm = NAN  # measured-minus-estimated friction [N·m] (observers only)
         self.reidentify = False  # the Stribeck region moved: re-identify
         self.pid_gains: PIDGains | None = None  # scheduled gains (None: keep the configured)
+        self.param_step_nm = 0.0  # feedforward change caused by a parameter switch this tick [N·m]
+        self.fallback = False  # the observer was judged inconsistent: fallback feedforward
 
     def reset(self) -> None:
         """Forget state (on disable / re-enable)."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 from .friction import DirectionalParams, FrictionParams, LuGreParams
+from .estimation_config import AdaptationConfig, ObserverConfig, ScheduleConfig
 from .gains import PIDGains
 from .schema import ConfigError, load_yaml, parse, parse_dataclass, prefixed, register_parser, require
 
@@ -137,6 +138,9 @@ class ControllerConfig:
     velocity: VelocityEstimatorConfig = field(default_factory=VelocityEstimatorConfig)
     # regularised sign width for static feedforward from the reference velocity [rad/s]
     feedforward_v_eps: float = 0.0
+    observer: ObserverConfig = field(default_factory=ObserverConfig)  # lugre, lugre_adaptive
+    adaptation: AdaptationConfig = field(default_factory=AdaptationConfig)  # lugre_adaptive
+    schedule: Optional[ScheduleConfig] = None  # parameter sets blended by lugre_adaptive
 
     def __post_init__(self) -> None:
         require(self.J > 0, "J", f"must be > 0, got {self.J}")

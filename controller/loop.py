@@ -45,6 +45,7 @@ LOG_COLUMNS: tuple[tuple[str, str], ...] = (
     ("late_us", "us"), ("compute_us", "us"), ("overrun", "-"), ("fault", "FaultKind"),
     ("drive_state", "DriveState"), ("sequence", "-"), ("temperature_c", "degC"),
     ("saturated", "-"), ("reidentify", "-"), ("drive_vel_rad_s", "rad/s"), ("payload_kg", "kg"),
+    ("ff_param_step_nm", "N·m"), ("fallback", "-"),
 )
 COLUMN_NAMES = tuple(name for name, _ in LOG_COLUMNS)
 
@@ -291,5 +292,5 @@ class ControlLoop:
             self.truth(), pid.p_nm, pid.i_nm, pid.d_nm, late_us, compute_us,
             1.0 if overrun else 0.0, float(self.safety.fault), state, seq, temp,
             1.0 if pid.saturated else 0.0, 1.0 if comp.reidentify else 0.0, drive_vel,
-            self._sig.payload_kg,
+            self._sig.payload_kg, comp.param_step_nm, 1.0 if comp.fallback else 0.0,
         )

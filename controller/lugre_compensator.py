@@ -16,8 +16,12 @@ Per tick (all in :meth:`LuGreCompensator.step`, SI units):
    that curve disagrees with the measured friction as well (``fallback``, ``fallback_mode``);
 6. ``lugre_adaptive``: Fc adapter (scale on the Stribeck level of both models), drift monitor
    (``reidentify``) and, with ``cfg.schedule``, the scheduler (blended friction sets swapped into
-   the models, blended gains published as ``pid_gains``; feedforward change per tick bounded by
-   ``schedule.max_ff_step_nm``).
+   the models, blended gains published as ``pid_gains``). Bumpless switching: on a tick where the
+   blended parameters change, the feedforward model is also stepped with the previous parameters
+   from the same state; the difference (the parameter-induced bump) is absorbed into an offset
+   that is then released at most ``schedule.max_ff_step_nm`` per tick. The friction dynamics
+   themselves are never rate-limited; ``param_step_nm`` is the parameter-induced change applied
+   on this tick (≤ the bound, logged).
 """
 
 from __future__ import annotations
@@ -77,12 +81,18 @@ class LuGreCompensator(Compensator):
             self.adapter = FcAdapter(adaptation, self.estimator.active.Fc)
             self.drift = DriftMonitor(adaptation)
         self._max_ff_step = schedule.max_ff_step_nm if schedule is not None else math.inf
+        # the feedforward model with the previous tick's parameters, for the bump on a switch
+        self._shadow = LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=margin)
+        self._switched_from: tuple[FrictionParams, float] | None = None
         self.warnings: list[str] = list(self.scheduler.warnings) if self.scheduler else []
         self.reset()
 
     def reset(self) -> None:
         super().reset()
         self._pos_prev = NAN  # NaN: the next step is the first after a reset
+        self._offset = 0.0  # parameter-induced bump not yet released [N·m]
+        self.param_step_nm = 0.0
+        self._switched_from = None
         self._f_lag = 0.0
         self.momentum.reset()
         self.estimator.reset()
@@ -115,6 +125,9 @@ class LuGreCompensator(Compensator):
                      speed_rad_s=abs(v_ref), direction=(v_ref > 0.0) - (v_ref < 0.0))
         if sched.changed:
             params = sched.params
+            model = self.ff_model if self.ff_model is not None else self.estimator
+            if self._switched_from is None:
+                self._switched_from = (model.params, model.L)
             self.estimator.set_params(params)
             if self._residual:  # keep ω_L = L·sigma0 at the configured bandwidth
                 self.estimator.L = LuGreObserver.gain_for(self.cfg.bandwidth_hz, params)
@@ -168,6 +181,8 @@ class LuGreCompensator(Compensator):
             self._schedule(s, dt_s)
         est = self.estimator
         ff_model = self.ff_model
+        switched = self._switched_from is not None
+        shadow_z = (ff_model or est).z_hat  # the feedforward model's state before this step
         if finite:
             mo = self.momentum
             if first:
@@ -181,7 +196,14 @@ class LuGreCompensator(Compensator):
             r_corr = r + (f_prev - lag)  # measured friction, lag-compensated
             e = pos - s.pos_ref_rad
             f_hat = est.step(v, dt_s, r_corr, e)
-            model = ff_model.step(v_ref, dt_s, r_corr, e) if ff_model is not None else f_hat
+            if ff_model is not None:
+                model = ff_model.step(v_ref, dt_s, r_corr, e)
+            else:
+                model = f_hat
+            if switched:  # absorb the parameter-induced bump (released below at the bound)
+                v_model = v_ref if ff_model is not None else v
+                self._offset -= model - self._shadow_step(ff_model or est, shadow_z,
+                                                          (v_model, dt_s, r_corr, e))
             self.momentum_nm = r
         else:  # hold every state; the watchdog falls back at once
             r = residual = NAN
@@ -211,12 +233,17 @@ class LuGreCompensator(Compensator):
                 self.fallback_mode = ""
         else:
             ff = model
-        step_max = self._max_ff_step
-        prev = self.feedforward_nm
-        if ff - prev > step_max:
-            ff = prev + step_max
-        elif prev - ff > step_max:
-            ff = prev - step_max
+        self._switched_from = None
+        off = self._offset
+        if off:  # release the absorbed bump at the bounded rate
+            step_max = self._max_ff_step
+            release = off if -step_max <= off <= step_max else (step_max if off > 0.0 else -step_max)
+            off -= release
+            self._offset = off
+            self.param_step_nm = abs(release)
+            ff += off
+        else:
+            self.param_step_nm = 0.0
         if ff - ff != 0.0:  # non-finite (only from non-finite references): no feedforward
             ff = 0.0
         self.fallback = fallback
@@ -228,11 +255,22 @@ class LuGreCompensator(Compensator):
         return ff
 
 
+    def _shadow_step(self, model: LuGreObserver, z_prev: float, args: tuple) -> float:
+        """The model's output this tick had the parameters not changed (same state, inputs)."""
+        params, L = self._switched_from
+        sh = self._shadow
+        sh.set_params(params)
+        sh.L = L
+        sh.scale = model.scale
+        sh.z_hat = z_prev
+        return sh.step(*args)
+
+
 def make_lugre_compensator(cfg: "ControllerConfig", adaptive: bool) -> LuGreCompensator:
     """``lugre`` (observer, fixed parameters) or ``lugre_adaptive`` (plus Fc adaptation, drift
     monitor and, when ``cfg.schedule`` is set, gain scheduling)."""
-    observer = getattr(cfg, "observer", None) or ObserverConfig()
-    adaptation = (getattr(cfg, "adaptation", None) or AdaptationConfig()) if adaptive else None
-    schedule = getattr(cfg, "schedule", None) if adaptive else None
+    observer = cfg.observer
+    adaptation = cfg.adaptation if adaptive else None
+    schedule = cfg.schedule if adaptive else None
     return LuGreCompensator(cfg.friction, cfg.J, cfg.Kt, observer=observer, adaptation=adaptation,
                             schedule=schedule, base_pid=cfg.pid, v_eps=cfg.feedforward_v_eps)

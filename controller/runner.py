@@ -123,6 +123,8 @@ def summarize(log_path: Path, result: RunResult | None = None) -> dict[str, Any]
         "faults": [],
         "fc_hat_final_nm": float(fc_hat[-1]) if fc_hat.size else math.nan,
         "reidentify": bool(np.nanmax(run["reidentify"]) > 0) if t.size else False,
+        "max_ff_param_step_nm": float(np.nanmax(run["ff_param_step_nm"])) if t.size else math.nan,
+        "fallback_ticks": int(np.nansum(run["fallback"])),
         "log_complete": run.complete,
     }
     if result is not None:
