@@ -2,9 +2,12 @@
 seed for each scenario, with the controller's parameters mismatched from the plant's.
 
 Mismatch (default ±20 %): the controller believes Fc·(1−m), Fs·(1+m), vs·(1+m), sigma0·(1−m),
-sigma1·(1+m), sigma2·(1−m), J·(1+m), Kt·(1−m) of the plant's values — every parameter off, in
-the directions that keep the set valid (Fs ≥ Fc). ``--mismatch-sign -1`` flips every direction
-(Fs is then raised to Fc where needed). Schedule sets are mismatched the same way.
+sigma1·(1+m), sigma2·(1−m), J·(1+m) of the plant's values — every friction parameter and the
+inertia off, in the directions that keep the set valid (Fs ≥ Fc). ``--mismatch-sign -1`` flips
+every direction (Fs is then raised to Fc where needed). Schedule sets are mismatched the same
+way. The torque constant has its own ``--kt-mismatch`` (default 0): Kt scales the measured
+torque itself, so no torque-based estimator can see through an error in it; it comes from the
+motor datasheet or a torque test to a few per cent.
 
 Monte Carlo (``--monte-carlo N``): N plants drawn as in BRIEF §5 (Fs ~ U[0.5, 1.5]·nominal,
 Fc ~ U[0.6, 0.9]·Fs, vs ~ log-U[1e-4, 1e-1]), each controller mismatched by ±m with random
@@ -50,14 +53,15 @@ def mismatch_friction(params: FrictionParams, m: float, signs: dict[str, int]) -
     return _mismatch_set(params, m, signs)
 
 
-def mismatched(cfg: Config, m: float, signs: dict[str, int] | None = None) -> Config:
-    """The config with the controller believing the plant's parameters off by ±m."""
+def mismatched(cfg: Config, m: float, signs: dict[str, int] | None = None,
+               kt_m: float = 0.0) -> Config:
+    """The config with the controller believing the plant's parameters off by ±m (Kt by kt_m)."""
     signs = signs or PATTERN
     ctrl = cfg.controller
     changes: dict[str, Any] = {
         "friction": mismatch_friction(cfg.plant.friction, m, signs),
         "J": cfg.plant.J * (1.0 + signs["J"] * m),
-        "Kt": cfg.plant.Kt * (1.0 + signs["Kt"] * m),
+        "Kt": cfg.plant.Kt * (1.0 + signs["Kt"] * kt_m),
     }
     schedule = getattr(ctrl, "schedule", None)
     if schedule is not None:
@@ -103,6 +107,45 @@ def format_table(results: dict[str, dict[str, dict]]) -> str:
                 f"{_ratio(off, rms):10.2f}{_ratio(rms, oracle):12.2f}"
                 f"{s.get('fc_hat_final_nm', math.nan):11.4g}  {len(s['faults'])}")
     return "\n".join(lines)
+
+
+def drift_fc_error(cfg: Config, summary: dict) -> float:
+    """Relative error of the final Fc estimate against the plant's true Fc at the end."""
+    from .plant import profile_value
+
+    sc = cfg.scenario("drift")
+    p = cfg.plant.friction
+    fc0 = p.forward.Fc if isinstance(p, DirectionalParams) else p.Fc
+    profile = sc.fc_profile if sc.fc_profile is not None else cfg.plant.fc_profile
+    true_fc = fc0 * profile_value(profile, summary["duration_s"])
+    return (summary["fc_hat_final_nm"] - true_fc) / true_fc
+
+
+def goal_lines(cfg: Config, results: dict[str, dict[str, dict]]) -> list[str]:
+    """The issue's goals, as measured in this run."""
+    lines = []
+    adaptive = "lugre_adaptive"
+    for sc in ("creep", "reversal"):
+        r = results.get(sc, {})
+        if adaptive in r and "off" in r and "oracle" in r:
+            a, off, orc = (r[m]["rms_error_rad"] for m in (adaptive, "off", "oracle"))
+            static = [r[m]["rms_error_rad"] for m in ("coulomb", "stribeck") if m in r]
+            best = min(static) if static else math.nan
+            lines.append(f"goal {sc}: {adaptive}/oracle {a / orc:.2f} (≤ 1.5), off/{adaptive} "
+                         f"{off / a:.1f} (≥ 10; off/oracle {off / orc:.1f}), best static/{adaptive} "
+                         f"{best / a:.2f} (≥ 3; best static/oracle {best / orc:.2f})")
+    if "drift" in results and adaptive in results["drift"]:
+        err = drift_fc_error(cfg, results["drift"][adaptive])
+        lines.append(f"goal drift: Fc estimate at the end off the true Fc by {err:+.1%} (within ±5 %)")
+    if "schedule" in results and adaptive in results["schedule"]:
+        s = results["schedule"][adaptive]
+        bound = cfg.controller.schedule.max_ff_step_nm if cfg.controller.schedule else math.inf
+        lines.append(f"goal schedule: largest parameter-induced feedforward step "
+                     f"{s['max_ff_param_step_nm']:.3g} N·m per tick (bound {bound:g})")
+    worse = [f"{sc}/{m}" for sc, r in results.items() for m in ("lugre", adaptive)
+             if m in r and "off" in r and r[m]["rms_error_rad"] > r["off"]["rms_error_rad"]]
+    lines.append("goal never worse than off: " + ("met" if not worse else "NOT met: " + ", ".join(worse)))
+    return lines
 
 
 def plot_comparison(results: dict[str, dict[str, dict]], out_png: Path) -> Path:
@@ -203,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--mismatch", type=float, default=0.2, help="relative error of every parameter")
     parser.add_argument("--mismatch-sign", type=int, choices=(1, -1), default=1)
+    parser.add_argument("--kt-mismatch", type=float, default=0.0,
+                        help="relative error of the believed torque constant (default 0)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--duration-scale", type=float, default=1.0)
     parser.add_argument("--monte-carlo", type=int, default=0, metavar="N")
@@ -215,9 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     signs = {k: v * args.mismatch_sign for k, v in PATTERN.items()}
-    bench_cfg = mismatched(cfg, args.mismatch, signs)
-    print(f"plant: {args.config}; controller parameters off by ±{args.mismatch:.0%} "
-          f"(sign {args.mismatch_sign:+d}); seed {args.seed}")
+    bench_cfg = mismatched(cfg, args.mismatch, signs, args.kt_mismatch)
+    print(f"plant: {args.config}; controller friction parameters and J off by ±{args.mismatch:.0%} "
+          f"(sign {args.mismatch_sign:+d}), Kt by {args.kt_mismatch:.0%}; seed {args.seed}")
     tty = sys.stderr.isatty()
     results = run_matrix(bench_cfg, scenarios, modes, out, args.seed, args.duration_scale,
                          progress=lambda s: tty and print(f"\r  running {s:<30}", end="",
@@ -225,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     if tty:
         print("\r" + " " * 45 + "\r", end="", file=sys.stderr)
     print(format_table(results))
+    for line in goal_lines(cfg, results):
+        print(line)
     png = plot_comparison(results, out / "compensation.png")
     report: dict[str, Any] = {"mismatch": args.mismatch, "seed": args.seed, "results": results}
     if args.monte_carlo:
