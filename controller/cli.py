@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
+from drivers.errors import FrictionctlError
+
 from .schema import ConfigError
 
 DEFAULT_CONFIG = "turntable"
@@ -238,10 +240,25 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from .runner import print_summary
 
+    from hil.capture import CAPTURE_SUFFIXES
+    from hil.replay import replay_capture
+
     params = _params_file(args.params) if args.params else None
     progress = Progress("replay")
-    summary = replay(Path(args.log), Path(args.out), params=params, compensation=args.compensation,
-                     progress=lambda j, n: progress(j, n))
+    log = Path(args.log)
+    if not log.exists():
+        raise UsageError(f"{log}: no such file")
+    if log.suffix.lower() in CAPTURE_SUFFIXES:
+        cfg = _load(args)
+        if params is not None:
+            from hil.replay import with_params
+
+            cfg = with_params(cfg, params)
+        summary = replay_capture(log, cfg, Path(args.out), protocol=args.protocol,
+                                 compensation=args.compensation, progress=progress)
+    else:
+        summary = replay(log, Path(args.out), params=params, compensation=args.compensation,
+                         progress=progress)
     progress.done()
     print_summary(summary, f"replay of {args.log}")
     return 0
@@ -318,8 +335,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("replay", cmd_replay, "feed a logged run through the estimator again (what-if)")
     p.add_argument("log", help="run log (run.fctl) or a CAN capture (.log, .asc, .blf)")
     p.add_argument("--params", default=None, help="what-if friction parameters (params.yaml or a config)")
-    p.add_argument("--compensation", choices=modes, default=None, help="default: the logged mode")
+    p.add_argument("--compensation", choices=modes, default=None,
+                   help="default: the logged mode (lugre for a capture)")
     p.add_argument("--out", default="replay-out", help="output directory")
+    p.add_argument("--config", default=DEFAULT_CONFIG,
+                   help="for a capture: the config (Kt, counts/rev, node id, parameters)")
+    p.add_argument("--protocol", choices=("cia402", "odrive_can"), default=None,
+                   help="for a capture: its protocol (default: inferred from its frames)")
 
     p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation)")
     p.add_argument("which", choices=sorted(BENCHMARKS))
@@ -335,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.fn(args)
-    except (ConfigError, UsageError) as err:
+    except (ConfigError, UsageError, FrictionctlError) as err:
         print(f"frictionctl: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -64,43 +64,46 @@ def controlled_rows(run: RunLog) -> np.ndarray:
     return np.arange(first_stop)
 
 
-def replay_log(run: RunLog, cfg: Config, compensation: str | None = None,
-               progress: Callable[[float, float], None] | None = None) -> ReplayResult:
-    """Re-run the estimator and control law over a log's controlled ticks."""
-    mode = compensation or run.header.get("compensation") or cfg.controller.compensation
+def _replay_ticks(cfg: Config, mode: str, dt: float, cols: dict[str, list], n: int,
+                  progress: Callable[[float, float], None] | None = None,
+                  reference_from_measurement: bool = False) -> tuple[np.ndarray, float]:
+    """The loop's estimate-and-control path over n recorded ticks. ``cols`` holds lists:
+    t_s, pos_rad, drive_vel_rad_s, pos_ref_rad, vel_ref_rad_s, acc_ref_rad_s2, current_a,
+    temperature_c, payload_kg, friction_true_nm, torque_cmd_nm (what the drive was sent).
+    ``reference_from_measurement``: no reference was recorded (a raw capture): the reference is
+    the measured motion itself. Returns (rows × REPLAY_COLUMNS[1:], wall seconds)."""
     compensator = make_compensator(cfg.controller, mode)
     law = ControlLaw(cfg.controller, compensator)
     velocity = VelocityEstimator(cfg.controller.velocity.source, cfg.controller.velocity.cutoff_hz)
-    dt = 1.0 / float(run.header.get("rate_hz") or cfg.loop.rate_hz)
     lim = cfg.safety.torque_limit_nm
-    rows = controlled_rows(run)
-    n = rows.size
-    cols = {name: run[name][rows].tolist() for name in (
-        "t_s", "pos_rad", "pos_ref_rad", "vel_ref_rad_s", "acc_ref_rad_s2", "current_a",
-        "torque_cmd_nm", "temperature_c", "friction_true_nm", "drive_vel_rad_s")}
-    payload = (run["payload_kg"][rows] if "payload_kg" in run.columns else np.zeros(n)).tolist()
     temperature_default = cfg.plant.temperature_c
-    sig = TickSignals()
-    velocity.reset(0.0)
-    law.enable(0.0)
-    u_prev = 0.0
-    t_wall = time.perf_counter()
-    every = max(1, n // 50)
     c_t, c_pos, c_dvel = cols["t_s"], cols["pos_rad"], cols["drive_vel_rad_s"]
     c_ref, c_vref, c_aref = cols["pos_ref_rad"], cols["vel_ref_rad_s"], cols["acc_ref_rad_s2"]
     c_cur, c_temp, c_true, c_cmd = (cols["current_a"], cols["temperature_c"],
                                     cols["friction_true_nm"], cols["torque_cmd_nm"])
+    payload = cols["payload_kg"]
+    sig = TickSignals()
+    velocity.reset(0.0)
+    law.enable(0.0)
+    u_prev = 0.0
     rec = []
     append = rec.append
     comp = compensator
+    every = max(1, n // 50)
+    t_wall = time.perf_counter()
     for j in range(n):
         pos = c_pos[j]
         sig.t_s = c_t[j]
         sig.pos_rad = pos
-        sig.vel_rad_s = velocity.step(pos, c_dvel[j], dt)
-        sig.pos_ref_rad = c_ref[j]
-        sig.vel_ref_rad_s = c_vref[j]
-        sig.acc_ref_rad_s2 = c_aref[j]
+        sig.vel_rad_s = vel = velocity.step(pos, c_dvel[j], dt)
+        if reference_from_measurement:
+            sig.pos_ref_rad = pos
+            sig.vel_ref_rad_s = vel
+            sig.acc_ref_rad_s2 = 0.0
+        else:
+            sig.pos_ref_rad = c_ref[j]
+            sig.vel_ref_rad_s = c_vref[j]
+            sig.acc_ref_rad_s2 = c_aref[j]
         sig.current_a = c_cur[j]
         sig.torque_cmd_prev_nm = u_prev
         temp = c_temp[j]
@@ -114,10 +117,89 @@ def replay_log(run: RunLog, cfg: Config, compensation: str | None = None,
         u_prev = c_cmd[j]  # what the drive was actually sent
         if progress is not None and j % every == 0:
             progress(j, n)
-    out = np.array(rec, dtype=float).T if rec else np.empty((len(REPLAY_COLUMNS) - 1, 0))
     wall = time.perf_counter() - t_wall
+    out = np.array(rec, dtype=float).T if rec else np.empty((len(REPLAY_COLUMNS) - 1, 0))
+    return out, wall
+
+
+def replay_log(run: RunLog, cfg: Config, compensation: str | None = None,
+               progress: Callable[[float, float], None] | None = None) -> ReplayResult:
+    """Re-run the estimator and control law over a log's controlled ticks."""
+    mode = compensation or run.header.get("compensation") or cfg.controller.compensation
+    dt = 1.0 / float(run.header.get("rate_hz") or cfg.loop.rate_hz)
+    rows = controlled_rows(run)
+    n = rows.size
+    cols = {name: run[name][rows].tolist() for name in (
+        "t_s", "pos_rad", "pos_ref_rad", "vel_ref_rad_s", "acc_ref_rad_s2", "current_a",
+        "torque_cmd_nm", "temperature_c", "friction_true_nm", "drive_vel_rad_s")}
+    cols["payload_kg"] = (run["payload_kg"][rows] if "payload_kg" in run.columns
+                          else np.zeros(n)).tolist()
+    out, wall = _replay_ticks(cfg, mode, dt, cols, n, progress)
     return ReplayResult(run["t_s"][rows], *out, logged=run, rows=rows, wall_s=wall,
                         compensation=mode)
+
+
+def replay_capture(path: Path, cfg: Config, out_dir: Path, *, protocol: str | None = None,
+                   compensation: str | None = None, plot: bool = True,
+                   progress: Callable[[float, float], None] | None = None) -> dict[str, Any]:
+    """Replay a raw CAN capture: decode it with the drivers' codecs, then estimate friction
+    from the measured motion and current (no reference was recorded: the estimator's reference
+    is the measured motion). Compares the estimate with the torque the master commanded."""
+    from .capture import read_capture
+
+    cap = read_capture(path, cfg, protocol)
+    mode = compensation or "lugre"
+    n = cap.t_s.size
+    nan_list = [math.nan] * n
+    cols = {"t_s": cap.t_s.tolist(), "pos_rad": cap.pos_rad.tolist(), "drive_vel_rad_s": nan_list,
+            "pos_ref_rad": nan_list, "vel_ref_rad_s": nan_list, "acc_ref_rad_s2": nan_list,
+            "current_a": cap.current_a.tolist(), "temperature_c": nan_list,
+            "payload_kg": [0.0] * n, "friction_true_nm": nan_list,
+            "torque_cmd_nm": np.nan_to_num(cap.torque_cmd_nm).tolist()}
+    out, wall = _replay_ticks(cfg, mode, cfg.loop.dt_s, cols, n, progress,
+                              reference_from_measurement=True)
+    f_hat, torque = out[0], cap.torque_cmd_nm
+    duration = n * cfg.loop.dt_s
+    summary = {
+        "source": str(path), "protocol": cap.protocol, "frames": cap.frames,
+        "frames_other": cap.skipped, "ticks": n, "duration_s": duration,
+        "compensation": mode, "replay_wall_s": wall,
+        "replay_realtime_factor": duration / wall if wall > 0 else math.nan,
+        "max_abs_diff_friction_hat_nm": None,  # a capture holds no logged estimate
+        "rms_torque_cmd_minus_friction_hat_nm": float(np.sqrt(np.nanmean((torque - f_hat) ** 2))),
+        "fc_hat_final_nm": float(out[2][-1]),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    np.savetxt(out_dir / "replay.csv", np.column_stack([cap.t_s, cap.pos_rad, cap.current_a,
+                                                        torque, f_hat, out[1]]),
+               delimiter=",", header="t_s,pos_rad,current_a,torque_cmd_nm,friction_hat_nm,z_hat",
+               comments="", fmt="%.17g")
+    if plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(11, 4))
+        ax.plot(cap.t_s, torque, lw=0.8, label="commanded torque (capture)")
+        ax.plot(cap.t_s, f_hat, lw=0.8, label=f"friction estimate ({mode})")
+        ax.set_xlabel("tick time [s]")
+        ax.set_ylabel("torque [N·m]")
+        ax.set_title(f"replay of {path.name} ({cap.protocol}, {n} ticks)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out_dir / "replay.png", dpi=100)
+        plt.close(fig)
+        summary["report"] = str(out_dir / "replay.png")
+    _write_summary(out_dir, summary)
+    return summary
+
+
+def _write_summary(out_dir: Path, summary: dict[str, Any]) -> None:
+    (out_dir / "summary.json").write_text(json.dumps(
+        {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in summary.items()},
+        indent=2) + "\n")
 
 
 def with_params(cfg: Config, friction: FrictionParams) -> Config:
@@ -209,7 +291,5 @@ def replay(log_path: Path, out_dir: Path, *, params: FrictionParams | None = Non
                                                         res.fc_hat_nm, res.residual_nm,
                                                         res.torque_cmd_nm, res.reidentify]),
                delimiter=",", header=",".join(REPLAY_COLUMNS), comments="", fmt="%.17g")
-    (out_dir / "summary.json").write_text(json.dumps(
-        {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in summary.items()},
-        indent=2) + "\n")
+    _write_summary(out_dir, summary)
     return summary

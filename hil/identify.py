@@ -1,0 +1,1340 @@
+"""Friction identification experiments on any backend (simulated table, emulator, real drive).
+
+Static first, then dynamic (BRIEF §4). Each experiment runs in a small fixed-rate runner on the
+injected clock (lockstep SimClock: fast; RealClock: a machine), one tick per control period:
+
+    read → velocity estimate → experiment law → safety check → clamp → write → record
+
+under the project's :class:`~controller.safety.SafetyMonitor` (torque clamp, measured-torque,
+velocity, following-error, standstill, stale-feedback, drive-fault and temperature checks). Any
+fault ends the identification: the torque is ramped from its last value to zero over
+``safety.stop_ramp_s`` while ticking, the drive is disabled, and :class:`IdentificationError`
+names the experiment, the fault and the time. ``backend.safe_stop()`` runs in ``finally``
+whatever happens. Each experiment starts with ``enable()`` and ends with a torque ramp to zero
+and ``disable()``, so the computations between experiments never leave a drive enabled without
+commands (a drive-side watchdog would trip).
+
+Experiments (defaults in :class:`IdentifySettings`):
+
+``sweep`` — constant-velocity sweep. Speeds log-spaced from 0.01·vs to 10·vs of the prior, plus a
+few up to 60 % of ``safety.velocity_limit_rad_s`` (σ2 lives there). At each speed the axis moves
+forward over a stretch of angle at constant speed, rests, and comes back over the same stretch.
+Speed is held by a position loop following a trapezoidal ramp (the project's PID with the
+triple-pole rule) plus feedforward of the prior's Stribeck curve and J·a_ref. Why a position
+loop and this bandwidth, measured on the simulated table (2^24 counts, 1 kHz): a loop's
+derivative gain must exceed the negative slope of the Stribeck curve (max (Fs − Fc)·√2·e^(−½)/vs
+for δ = 2, 6.9 N·m·s/rad on the reference table) or the axis stick-slips: at 2–5 Hz it did
+(mean torque 46 % low at 1e-4 rad/s); at 40 Hz the quantized encoder made the loop limit-cycle
+at low speed (the BRIEF's warning about stiff loops; 90 % low at 1e-4 rad/s); 10–20 Hz gave
+steady sliding from 1e-4 to 0.6 rad/s with mean torques within 0.2 % of the true curve. Default
+20 Hz, raised when the prior's negative slope asks for more derivative gain (kd >= 2·slope).
+A velocity PI loop is the same controller (its integral is the position error). The settle
+time at each speed covers ``settle_travel`` pre-sliding lengths Fs/sigma0 (the bristles must
+reach their steady deflection: 0.9 s at 1e-4 rad/s) and at least ``settle_s``. The steady
+torque is Kt·i averaged over the dwell, minus J·Δv/T (≈0); forward and reverse are averaged
+over the same stretch of angle, so cogging, unbalance and offsets cancel in the half
+difference (they do not in the per-direction values). Points whose windowed velocity shows
+stick-slip are dropped (:func:`hil.identify_fit.detect_stick_slip`). When the fitted vs lies
+outside [vs/1.5, 1.5·vs] of the prior, a second pass adds speeds around the fitted vs.
+
+``breakaway`` — from rest (zero torque, settled), a torque ramp to 2·Fs of the prior over 4 s,
+alternating directions at the same place. The breakaway torque is the peak of the
+inertia-corrected friction estimate up to gross sliding (:func:`hil.identify_fit.breakaway_from_ramp`);
+onset = windowed velocity above 0.1·vs. Preferred for Fs (BRIEF §4); the mean of the two
+directions cancels position-dependent torques.
+
+``presliding`` — torque A·sin(2πft), A = 0.4·Fc, 1 Hz, 6 cycles, the first discarded: sigma0 from
+the central slope of the torque–position loops (:func:`hil.identify_fit.presliding_sigma0`). The
+loop spans only some counts (2·A/sigma0: 15 counts on the reference table); see that function
+for how quantization enters the standard error. A guard stops it if the axis slides (travel
+beyond 4× the expected loop), and it is retried at half amplitude once.
+
+``sigma1`` — small torque steps inside pre-sliding (0 → +A → 0 → −A, A = 0.3·Fc, 0.4 s each,
+three repetitions): the bristle spring rings against the inertia (≈100 Hz on the reference
+table), and sigma1 is fitted to the ringing with sigma0's value for the frequency left free
+(:func:`hil.identify_fit.fit_sigma1_ringing` says why). Needs the believed J to be right:
+sigma1 scales with it.
+
+Outputs in ``out_dir``: ``params.yaml`` (``friction:`` usable as ``controller.friction``,
+``uncertainty:`` standard errors, ``diagnostics:``), ``identify.json`` (every raw point and
+trial), ``identify_records.npz`` (the raw tick records), ``identify.png`` (the report).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+import yaml
+
+from controller.config import Config
+from controller.friction import DirectionalParams, FrictionParams, LuGreParams, stribeck
+from controller.gains import PIDGains
+from controller.pid import PID
+from controller.reference import PiecewiseReference, Reference, rest_to_rest
+from controller.safety import FaultKind, SafetyMonitor
+from controller.velocity import VelocityEstimator
+from drivers.backend import Backend, Clock, DriveState
+from drivers.errors import FrictionctlError
+
+from .identify_fit import (
+    Breakaway,
+    PreslidingFit,
+    Sigma1Fit,
+    StribeckFit,
+    breakaway_from_ramp,
+    constant_velocity_segments,
+    detect_stick_slip,
+    fit_sigma1_ringing,
+    fit_stribeck,
+    position_matched_means,
+    presliding_sigma0,
+    steady_torque,
+    stribeck_magnitude,
+    windowed_velocity,
+    window_ticks_for,
+)
+
+EXPERIMENTS = ("sweep", "breakaway", "presliding", "sigma1")
+PARAM_NAMES = ("Fc", "Fs", "vs", "sigma0", "sigma1", "sigma2", "delta")
+
+Progress = Callable[[float, float], None]
+
+
+class IdentificationError(FrictionctlError):
+    """An identification that could not complete (a fault, or data that cannot be fitted)."""
+
+
+# --- settings -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IdentifySettings:
+    """Experiment design. Speeds as factors of the prior's vs, torques as factors of its Fc/Fs."""
+
+    # sweep
+    n_speeds: int = 12  # constant-velocity points per direction
+    speed_min_factor: float = 0.01  # lowest speed = this × vs [-]
+    speed_knee_factor: float = 10.0  # the low band ends at this × vs [-]
+    speed_top_fraction: float = 0.6  # highest speed = this × safety.velocity_limit_rad_s [-]
+    settle_s: float = 0.3  # at least this long at speed before the dwell [s]
+    settle_travel: float = 10.0  # and at least this many pre-sliding lengths Fs/sigma0 [-]
+    max_settle_s: float = 5.0  # [s]
+    dwell_s: float = 2.0  # averaging window at each speed and direction [s]
+    rest_s: float = 0.3  # rest between passes [s]
+    accel_rad_s2: float = 2.0  # ramp acceleration [rad/s²]
+    bandwidth_hz: float = 20.0  # position-loop triple-pole bandwidth [Hz]
+    derivative_cutoff_hz: float = 100.0  # PID derivative filter [Hz]
+    max_travel_rad: float = math.inf  # longest stretch one pass may travel [rad]
+    refine: bool = True  # add speeds around the fitted vs when the prior's vs was far off
+    stick_rel_std_max: float = 0.3  # stick-slip: windowed velocity spread / |v| above this [-]
+    stick_fraction_max: float = 0.1  # stick-slip: share of windows near standstill above this [-]
+    stick_window_counts: float = 20.0  # velocity windows span at least this many counts [-]
+    fit_delta: bool = False  # fit the Stribeck exponent (else hold ``delta``)
+    delta: float = 2.0  # [-]
+    # breakaway
+    breakaway_trials: int = 2  # per direction, alternating
+    breakaway_peak_factor: float = 2.0  # ramp ends at this × Fs of the prior [-]
+    breakaway_ramp_s: float = 4.0  # [s]
+    breakaway_rest_s: float = 0.5  # zero torque before each ramp [s]
+    breakaway_onset_factor: float = 0.1  # onset speed = this × vs [-]
+    # pre-sliding (sigma0)
+    presliding_amplitude: float = 0.4  # × Fc [-]
+    presliding_frequency_hz: float = 1.0  # [Hz]
+    presliding_cycles: int = 6  # the first is discarded
+    # ringing (sigma1)
+    ringing_amplitude: float = 0.3  # × Fc [-]
+    ringing_hold_s: float = 0.4  # [s]
+    ringing_repeats: int = 3
+    # direction-dependent result
+    asymmetry_sigmas: float = 3.0  # forward/reverse differ beyond this many standard errors …
+    asymmetry_min_rel: float = 0.03  # … and by more than this fraction [-]
+
+    def __post_init__(self) -> None:
+        positive = ("speed_min_factor", "speed_knee_factor", "speed_top_fraction", "dwell_s",
+                    "accel_rad_s2", "bandwidth_hz", "derivative_cutoff_hz", "max_travel_rad",
+                    "breakaway_peak_factor", "breakaway_ramp_s", "breakaway_onset_factor",
+                    "presliding_amplitude", "presliding_frequency_hz", "ringing_amplitude",
+                    "ringing_hold_s", "delta", "max_settle_s")
+        for name in positive:
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}: must be > 0, got {getattr(self, name)!r}")
+        for name in ("settle_s", "settle_travel", "rest_s", "breakaway_rest_s", "asymmetry_sigmas",
+                     "asymmetry_min_rel"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)!r}")
+        if self.n_speeds < 6:
+            raise ValueError(f"n_speeds: must be >= 6 (the fit has 4-5 parameters), got {self.n_speeds}")
+        if self.breakaway_trials < 1 or self.ringing_repeats < 1:
+            raise ValueError("breakaway_trials and ringing_repeats must be >= 1")
+        if self.presliding_cycles < 2:
+            raise ValueError(f"presliding_cycles: must be >= 2 (the first is discarded), got {self.presliding_cycles}")
+        if not 0 < self.speed_top_fraction <= 1:
+            raise ValueError(f"speed_top_fraction: must be in (0, 1], got {self.speed_top_fraction}")
+        if not 0 < self.presliding_amplitude < 1 or not 0 < self.ringing_amplitude < 1:
+            raise ValueError("presliding_amplitude and ringing_amplitude must be in (0, 1) (× Fc)")
+
+
+# --- results --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Record:
+    """The ticks of one experiment run. Arrays per tick; times on the run's own clock from 0."""
+
+    name: str
+    t: np.ndarray  # [s]
+    pos: np.ndarray  # relative to the experiment start [rad]
+    vel: np.ndarray  # velocity estimate [rad/s]
+    torque: np.ndarray  # measured Kt·i [N·m]
+    cmd: np.ndarray  # commanded torque (after the clamp) [N·m]
+    pos_ref: np.ndarray
+    vel_ref: np.ndarray
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class IdentifyResult:
+    """What :func:`identify` found. ``friction`` loads as ``controller.friction``."""
+
+    friction: FrictionParams
+    uncertainty: dict[str, Any]
+    diagnostics: dict[str, Any]
+    sources: dict[str, str]
+    directional: bool
+    points: list[dict[str, Any]]
+    breakaway: list[dict[str, Any]] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+    experiment_s: float = 0.0  # time spent in experiments on the run clock [s]
+    wall_s: float = 0.0
+
+    def params_block(self) -> dict[str, Any]:
+        """The ``friction:`` block as plain data."""
+        return _friction_block(self.friction)
+
+
+# --- the runner -----------------------------------------------------------------------------------
+
+
+class _Law:
+    """An experiment's control law: ``start`` once, then ``step`` per tick until ``done``."""
+
+    done = False
+    abort_reason = ""
+
+    def start(self, pos: float) -> None:
+        pass
+
+    def step(self, k: int, t: float, pos: float, vel: float) -> tuple[float, float, float]:
+        """(torque [N·m], position reference, velocity reference) for the safety checks."""
+        raise NotImplementedError
+
+
+class _Runner:
+    """Ticks experiment laws at cfg.loop.rate_hz on the clock, under the safety layer."""
+
+    def __init__(self, cfg: Config, backend: Backend, clock: Clock, progress: Optional[Progress],
+                 total_s: float) -> None:
+        self.cfg = cfg
+        self.backend = backend
+        self.clock = clock
+        self.dt = cfg.loop.dt_s
+        self.Kt = cfg.controller.Kt
+        self.progress = progress
+        self.total_s = total_s
+        self.done_s = 0.0
+        self.records: list[Record] = []
+
+    def _report(self, t: float) -> None:
+        if self.progress is not None:
+            self.progress(min(self.done_s + t, self.total_s), self.total_s)
+
+    def run(self, name: str, law: _Law, max_duration_s: float) -> Record:
+        """One experiment: enable, tick until the law is done, ramp to zero, disable."""
+        cfg, backend, clock, dt = self.cfg, self.backend, self.clock, self.dt
+        safety = SafetyMonitor(cfg.safety, cfg.loop.overrun, dt, self.Kt)
+        vcfg = cfg.controller.velocity
+        est = VelocityEstimator(vcfg.source, vcfg.cutoff_hz)
+        real = not clock.simulated
+        ramp_ticks = max(1, int(round(cfg.safety.stop_ramp_s / dt)))
+        n_max = int(math.ceil(max_duration_s / dt))
+        every = max(1, int(round(1.0 / dt)))
+        Kt = self.Kt
+        T, X, V, TQ, U, XR, VR = [], [], [], [], [], [], []
+        u_last = 0.0
+        stopping_at = -1
+        reason = ""
+        k = 0
+        try:
+            if not backend.is_open:
+                backend.open()
+            backend.enable()
+            fb = backend.read()
+            pos0 = fb.position_rad
+            est.reset(0.0)
+            law.start(0.0)
+            t0 = clock.now() + dt
+            while True:
+                deadline = t0 + k * dt
+                clock.sleep_until(deadline)
+                t = k * dt
+                if stopping_at < 0 and (law.done or k >= n_max):
+                    stopping_at = k
+                try:
+                    fb = backend.read()
+                except FrictionctlError as err:
+                    safety.trip(FaultKind.COMMUNICATION, f"read: {err}", t)
+                    fb = None
+                if fb is not None:
+                    pos = fb.position_rad - pos0
+                    vel = est.step(pos, fb.velocity_rad_s, dt)
+                    cur = fb.current_a
+                else:
+                    pos = vel = cur = math.nan
+                if stopping_at < 0 and not safety.faulted and fb is not None:
+                    try:
+                        u, x_ref, v_ref = law.step(k, t, pos, vel)
+                    except (ArithmeticError, ValueError) as err:
+                        safety.trip(FaultKind.ESTIMATOR, f"experiment law: {err}", t)
+                        u, x_ref, v_ref = math.nan, pos, 0.0
+                    fault = safety.check(t, fb, pos, vel, x_ref, v_ref, u)
+                    if fault is FaultKind.NONE:
+                        u = safety.clamp(u)
+                        if law.abort_reason:
+                            reason = law.abort_reason
+                            stopping_at = k
+                    else:
+                        stopping_at = k
+                else:
+                    x_ref, v_ref = pos, 0.0
+                    if stopping_at < 0:
+                        stopping_at = k
+                if stopping_at >= 0:
+                    j = k - stopping_at + 1
+                    u = u_last * max(0.0, 1.0 - j / ramp_ticks) if math.isfinite(u_last) else 0.0
+                if backend.enabled:
+                    try:
+                        backend.write(u)
+                    except FrictionctlError as err:
+                        safety.trip(FaultKind.COMMUNICATION, f"write: {err}", t)
+                        backend.safe_stop()
+                        u = 0.0
+                else:
+                    u = 0.0
+                u_last = u
+                if real:
+                    safety.record_overrun(t, clock.now() > deadline + dt)
+                T.append(t)
+                X.append(pos)
+                V.append(vel)
+                TQ.append(Kt * cur)
+                U.append(u)
+                XR.append(x_ref)
+                VR.append(v_ref)
+                if k % every == 0:
+                    self._report(t)
+                k += 1
+                if stopping_at >= 0 and (k - stopping_at >= ramp_ticks or not backend.enabled):
+                    break
+        except FrictionctlError as err:
+            safety.trip(FaultKind.COMMUNICATION, f"{type(err).__name__}: {err}")
+        finally:
+            if safety.faulted:
+                backend.safe_stop()
+            elif backend.enabled:
+                backend.disable()
+        self.done_s += k * dt
+        rec = Record(name=name, t=np.asarray(T), pos=np.asarray(X), vel=np.asarray(V),
+                     torque=np.asarray(TQ), cmd=np.asarray(U), pos_ref=np.asarray(XR),
+                     vel_ref=np.asarray(VR))
+        self.records.append(rec)
+        if safety.faulted:
+            when = "" if safety.fault_t_s != safety.fault_t_s else f" at t = {safety.fault_t_s:.3f} s"
+            raise IdentificationError(
+                f"identify: experiment '{name}' stopped by the safety layer{when}: "
+                f"{safety.fault.name}: {safety.message}; torque ramped to zero and drive disabled")
+        if reason:
+            rec.info["aborted"] = reason
+        return rec
+
+
+# --- experiment laws ------------------------------------------------------------------------------
+
+
+class _Track(_Law):
+    """Position PID on a reference, with the prior's Stribeck curve and J·a_ref as feedforward."""
+
+    def __init__(self, reference: Reference, gains: PIDGains, J: float, prior: FrictionParams,
+                 dt: float, duration_s: float) -> None:
+        self.ref = reference
+        self.pid = PID(gains)
+        self.J = J
+        self.prior = prior
+        self.dt = dt
+        self.duration_s = duration_s
+
+    def start(self, pos: float) -> None:
+        self.pid.enable(pos, 0.0)
+
+    def step(self, k, t, pos, vel):
+        x_r, v_r, a_r = self.ref.sample(t)
+        ff = (stribeck(self.prior, v_r) if v_r != 0.0 else 0.0) + self.J * a_r
+        u = self.pid.step(x_r, v_r, pos, ff, self.dt)
+        if t >= self.duration_s:
+            self.done = True
+        return u, x_r, v_r
+
+
+class _Breakaway(_Law):
+    """Zero torque for ``rest_s``, then a ramp until gross sliding, then zero torque to rest."""
+
+    def __init__(self, direction: int, rate: float, peak: float, rest_s: float, v_onset: float,
+                 onset_ticks: int, stop_s: float, dt: float, guard_rad: float) -> None:
+        self.dir = direction
+        self.rate = rate
+        self.peak = peak
+        self.rest_s = rest_s
+        self.v_onset = v_onset
+        self.w = onset_ticks
+        self.stop_s = stop_s
+        self.dt = dt
+        self.guard = guard_rad
+        self.hist: deque[float] = deque(maxlen=onset_ticks + 1)
+        self.onset_k = -1
+        self.ramp_k = int(round(rest_s / dt))
+        self.off_k = -1
+        self.reached_peak = False
+
+    def step(self, k, t, pos, vel):
+        self.hist.append(pos)
+        u = 0.0
+        if self.off_k < 0 and k >= self.ramp_k:
+            u = self.dir * self.rate * (k - self.ramp_k) * self.dt
+            if abs(u) >= self.peak:
+                self.reached_peak = True
+                self.off_k = k
+            if self.onset_k < 0 and len(self.hist) == self.hist.maxlen:
+                if self.dir * (self.hist[-1] - self.hist[0]) / (self.w * self.dt) > self.v_onset:
+                    self.onset_k = k
+            if self.onset_k >= 0 and k >= self.onset_k + 3 * self.w:
+                self.off_k = k
+            if self.off_k >= 0:
+                u = 0.0
+        if abs(pos) > self.guard:
+            self.abort_reason = f"travel {pos:.4g} rad beyond the guard {self.guard:.4g} rad"
+        if self.off_k >= 0 and k >= self.off_k + int(round(self.stop_s / self.dt)):
+            self.done = True
+        return u, pos, 0.0
+
+
+class _TorqueProfile(_Law):
+    """An open-loop torque profile u(t) with a travel guard."""
+
+    def __init__(self, profile: Callable[[float], float], duration_s: float, guard_rad: float) -> None:
+        self.profile = profile
+        self.duration_s = duration_s
+        self.guard = guard_rad
+
+    def step(self, k, t, pos, vel):
+        if t >= self.duration_s:
+            self.done = True
+        if abs(pos) > self.guard:
+            self.abort_reason = f"travel {pos:.4g} rad beyond the guard {self.guard:.4g} rad (sliding)"
+            self.done = True
+        return self.profile(t), pos, 0.0
+
+
+# --- planning -------------------------------------------------------------------------------------
+
+
+def planning_params(prior: FrictionParams) -> LuGreParams:
+    """One set to plan experiments with: a directional prior's two sets averaged."""
+    if isinstance(prior, LuGreParams):
+        return prior
+    f, r = prior.forward, prior.reverse
+    vals = {n: 0.5 * (getattr(f, n) + getattr(r, n)) for n in PARAM_NAMES}
+    vals["Fs"] = max(vals["Fs"], vals["Fc"])
+    return LuGreParams(**vals)
+
+
+def sweep_speeds(cfg: Config, prior: FrictionParams, settings: IdentifySettings) -> list[float]:
+    """The sweep's speeds [rad/s], ascending: log-spaced over [min_factor·vs, knee_factor·vs]
+    and, above it, a quarter of the points log-spaced up to the top speed."""
+    p = planning_params(prior)
+    lo = settings.speed_min_factor * p.vs
+    top = settings.speed_top_fraction * cfg.safety.velocity_limit_rad_s
+    knee = settings.speed_knee_factor * p.vs
+    n = settings.n_speeds
+    if top <= lo * 10:
+        raise IdentificationError(
+            f"identify: top speed {top:.4g} rad/s (speed_top_fraction × safety.velocity_limit_rad_s) "
+            f"is not above 10 × the lowest speed {lo:.4g} rad/s: no Stribeck curve to sweep")
+    if knee * 1.5 >= top:
+        return [float(v) for v in np.geomspace(lo, top, n)]
+    n_high = max(2, int(round(n / 4)))
+    n_low = n - n_high
+    low = np.geomspace(lo, knee, n_low)
+    high = np.geomspace(knee, top, n_high + 1)[1:]
+    return [float(v) for v in np.concatenate([low, high])]
+
+
+def sweep_bandwidth(J: float, prior: FrictionParams, settings: IdentifySettings, rate_hz: float) -> float:
+    """Position-loop bandwidth [Hz]: the setting, raised so that kd = 3Jω >= 2 × the prior's
+    steepest negative Stribeck slope (else low-speed sliding is unstable: stick-slip), capped
+    at rate/25."""
+    p = planning_params(prior)
+    # steepest descent of (Fs − Fc)·exp(−(v/vs)^δ); for δ = 2 at v = vs/√2: (Fs−Fc)·√2·e^(−½)/vs
+    d = p.delta
+    v_star = p.vs * ((d - 1.0) / d) ** (1.0 / d) if d > 1 else p.vs * 1e-3
+    slope = (p.Fs - p.Fc) * d / p.vs * (v_star / p.vs) ** (d - 1.0) * math.exp(-((v_star / p.vs) ** d))
+    slope = max(0.0, slope - p.sigma2)
+    bw_min = 2.0 * slope / (3.0 * J) / (2.0 * math.pi)
+    return float(min(max(settings.bandwidth_hz, bw_min), rate_hz / 25.0))
+
+
+def settle_time(v: float, p: LuGreParams, settings: IdentifySettings) -> float:
+    """Time at speed before the dwell [s]: ``settle_travel`` pre-sliding lengths, >= settle_s."""
+    travel = settings.settle_travel * p.Fs / p.sigma0
+    return float(min(settings.max_settle_s, max(settings.settle_s, travel / abs(v))))
+
+
+@dataclass(frozen=True)
+class _Pass:
+    speed: float
+    direction: int
+    window: tuple[float, float]  # dwell window on the sweep's clock [s]
+
+
+def build_sweep(speeds: list[float], p: LuGreParams, settings: IdentifySettings
+                ) -> tuple[PiecewiseReference, list[_Pass], float, list[dict[str, Any]]]:
+    """The sweep as one reference: per speed forward, rest, back over the same stretch, rest.
+
+    Returns (reference, passes with their dwell windows, duration [s], skipped speeds). Each pass
+    cruises for settle + dwell + settle, so the reverse dwell covers the forward one's stretch."""
+    acc = settings.accel_rad_s2
+    segments: list[tuple[float, ...]] = [(settings.rest_s, 0.0, 0.0, 0.0)]
+    passes: list[_Pass] = []
+    skipped: list[dict[str, Any]] = []
+    t = settings.rest_s
+    for v in speeds:
+        settle = settle_time(v, p, settings)
+        dwell = settings.dwell_s
+        dist = v * (2.0 * settle + dwell) + v * v / acc
+        if dist > settings.max_travel_rad:
+            dwell = (settings.max_travel_rad - v * v / acc) / v - 2.0 * settle
+            if dwell < 0.25 * settings.dwell_s:
+                skipped.append({"speed_rad_s": v, "reason": "max_travel_rad too short for this speed"})
+                continue
+            dist = v * (2.0 * settle + dwell) + v * v / acc
+        for direction, (start, end) in ((1, (0.0, dist)), (-1, (dist, 0.0))):
+            move = rest_to_rest(end - start, v, acc)
+            t_acc = move[0][0]
+            w0 = t + t_acc + settle
+            passes.append(_Pass(v, direction, (w0, w0 + dwell)))
+            segments += move
+            t += sum(seg[0] for seg in move)
+            segments.append((settings.rest_s, 0.0, 0.0, end))
+            t += settings.rest_s
+    ref = PiecewiseReference(segments)
+    return ref, passes, t, skipped
+
+
+def sweep_reference(cfg: Config, *, prior: FrictionParams | None = None,
+                    settings: IdentifySettings | None = None) -> tuple[Reference, float]:
+    """The identification sweep as a loop reference, and its duration [s].
+
+    For recording a sweep with the ordinary control loop (``frictionctl run``/``sim`` with
+    compensation off) and fitting it later with :func:`identify_from_log`."""
+    settings = settings or IdentifySettings()
+    prior = prior if prior is not None else cfg.controller.friction
+    ref, _, duration, _ = build_sweep(sweep_speeds(cfg, prior, settings), planning_params(prior), settings)
+    return ref, duration
+
+
+# --- analysis helpers ---------------------------------------------------------------------------
+
+
+def _window(rec: Record, w: tuple[float, float]) -> slice:
+    i0 = int(np.searchsorted(rec.t, w[0]))
+    i1 = int(np.searchsorted(rec.t, w[1]))
+    return slice(i0, i1)
+
+
+def _analyse_speed(v: float, segs: dict[int, tuple[np.ndarray, np.ndarray]], dt: float, J: float,
+                   q: float, settings: IdentifySettings) -> list[dict[str, Any]]:
+    """Points for one speed from its forward/reverse (position, torque) windows."""
+    out: dict[int, dict[str, Any]] = {}
+    for d, (x, tq) in segs.items():
+        chk = detect_stick_slip(x, dt, d * v, rad_per_count=q, window_counts=settings.stick_window_counts,
+                                rel_std_max=settings.stick_rel_std_max,
+                                stuck_fraction_max=settings.stick_fraction_max)
+        mean, se = steady_torque(tq, x, dt, J)
+        vw = windowed_velocity(x, dt, chk.window_ticks)
+        v_meas = float(np.mean(vw)) if vw.size else math.nan
+        reasons = []
+        if chk.stick_slip:
+            reasons.append("stick-slip: " + chk.reason)
+        if vw.size and abs(v_meas - d * v) > 0.05 * v:
+            reasons.append(f"mean speed {v_meas:.4g} rad/s is not the reference {d * v:.4g}")
+        out[d] = {
+            "speed_rad_s": v, "direction": "forward" if d > 0 else "reverse",
+            "torque_nm": mean, "friction_nm": d * mean, "se_nm": se, "n": int(tq.size),
+            "measured_speed_rad_s": v_meas, "rel_std": chk.rel_std, "stuck_fraction": chk.stuck_fraction,
+            "window_ticks": chk.window_ticks, "resolved": chk.resolved,
+            "used": not reasons, "reason": "; ".join(reasons),
+            "position_span_rad": [float(x.min()), float(x.max())] if x.size else [math.nan, math.nan],
+        }
+    points = list(out.values())
+    if 1 in segs and -1 in segs:
+        (xf, tf), (xr, tr) = segs[1], segs[-1]
+        mf, mr, nf, nr, overlap = position_matched_means(xf, tf, xr, tr)
+        # inertia corrections of each window (≈0 at constant speed) applied to the matched means
+        cf = float(np.mean(tf)) - out[1]["torque_nm"]
+        cr = float(np.mean(tr)) - out[-1]["torque_nm"]
+        both = out[1]["used"] and out[-1]["used"]
+        reason = "" if both else "a direction was rejected: " + "; ".join(
+            o["reason"] for o in out.values() if o["reason"])
+        points.append({
+            "speed_rad_s": v, "direction": "both", "friction_nm": 0.5 * ((mf - cf) - (mr - cr)),
+            "offset_nm": 0.5 * ((mf - cf) + (mr - cr)), "n": nf + nr, "overlap": overlap,
+            "se_nm": 0.5 * math.hypot(out[1]["se_nm"], out[-1]["se_nm"]),
+            "used": both, "reason": reason,
+        })
+    return points
+
+
+def _fit_points(points: list[dict[str, Any]], direction: str, settings: IdentifySettings,
+                vs_guess: float) -> tuple[Optional[StribeckFit], str]:
+    used = [p for p in points if p["direction"] == direction and p["used"]]
+    if len(used) < (6 if settings.fit_delta else 5):
+        return None, f"{len(used)} usable {direction} points: too few to fit"
+    v = np.array([p["speed_rad_s"] for p in used])
+    F = np.array([p["friction_nm"] for p in used])
+    try:
+        return fit_stribeck(v, F, delta=settings.delta, fit_delta=settings.fit_delta, vs_guess=vs_guess), ""
+    except ValueError as err:
+        return None, f"{direction}: {err}"
+
+
+def _quick_fc(points: list[dict[str, Any]]) -> Optional[float]:
+    """A robust Fc for sizing the next experiments: the smallest used combined friction."""
+    vals = [p["friction_nm"] for p in points if p["direction"] == "both" and p["used"]]
+    if not vals:
+        vals = [p["friction_nm"] for p in points if p["used"]]
+    return float(min(vals)) if vals else None
+
+
+# --- the identification -------------------------------------------------------------------------
+
+
+def identify(cfg: Config, backend: Backend, clock: Clock, out_dir: str | Path, *,
+             experiments: tuple[str, ...] = EXPERIMENTS, progress: Optional[Progress] = None,
+             settings: IdentifySettings | None = None, prior: FrictionParams | None = None,
+             plot: bool = True) -> IdentifyResult:
+    """Run the identification experiments on ``backend`` and write the results to ``out_dir``.
+
+    ``cfg``: loop rate, safety limits, believed J and Kt (controller), encoder resolution
+    (plant.encoder), and the prior friction (controller.friction, unless ``prior`` is given: it
+    sets the sweep's speeds and the experiments' torque levels). ``experiments``: any of
+    ``EXPERIMENTS``, run in that order; a parameter no experiment measured keeps the prior's
+    value (``diagnostics.sources`` says which). ``progress(done_s, total_s)``: called about once
+    per second of experiment time (planned total; breakaway trials usually end early).
+
+    The backend is opened if needed, enabled per experiment and left disabled (not closed).
+    Raises :class:`IdentificationError` on a safety fault (after the safe stop; the partial raw
+    data are still written to ``identify.json``) or when the data cannot be fitted.
+    """
+    wall0 = time.perf_counter()
+    settings = settings or IdentifySettings()
+    prior = prior if prior is not None else cfg.controller.friction
+    unknown = [e for e in experiments if e not in EXPERIMENTS]
+    if unknown:
+        raise ValueError(f"experiments: unknown {unknown} (known: {', '.join(EXPERIMENTS)})")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    p = planning_params(prior)
+    dt = cfg.loop.dt_s
+    J = cfg.controller.J
+    q = cfg.plant.encoder.rad_per_count
+
+    speeds = sweep_speeds(cfg, prior, settings) if "sweep" in experiments else []
+    sweep_plan = build_sweep(speeds, p, settings) if speeds else None
+    total = _planned_seconds(settings, sweep_plan, experiments)
+    runner = _Runner(cfg, backend, clock, progress, total)
+    state = _State(cfg=cfg, settings=settings, prior=prior, p=p, dt=dt, J=J, q=q)
+    try:
+        if "sweep" in experiments:
+            _run_sweep(runner, state, sweep_plan, tag="sweep")
+            fit = state.fits.get("both")
+            if (settings.refine and fit is not None
+                    and not (p.vs / 1.5 <= fit.vs <= p.vs * 1.5)):
+                top = settings.speed_top_fraction * cfg.safety.velocity_limit_rad_s
+                extra = [f * fit.vs for f in (0.4, 0.7, 1.0, 1.4, 2.0)]
+                extra = [v for v in extra if speeds[0] <= v <= top]
+                if extra:
+                    plan2 = build_sweep(extra, replace(p, vs=fit.vs), settings)
+                    runner.total_s += plan2[2]
+                    _run_sweep(runner, state, plan2, tag="sweep_refine")
+        if "breakaway" in experiments:
+            _run_breakaway(runner, state)
+        if "presliding" in experiments:
+            _run_presliding(runner, state)
+        if "sigma1" in experiments:
+            _run_ringing(runner, state)
+    except IdentificationError as err:
+        state.error = str(err)
+        _write_raw(out, state, runner.records, failed=True)
+        raise
+    finally:
+        backend.safe_stop()
+    if progress is not None:
+        progress(runner.total_s, runner.total_s)
+    if "sigma1" in experiments and state.ringing_rec is not None:
+        _fit_ringing(state)
+    result = _assemble(state)
+    result.experiment_s = runner.done_s
+    files = _write_outputs(out, state, result, runner, plot=plot)
+    result.files = files
+    result.wall_s = time.perf_counter() - wall0
+    return result
+
+
+@dataclass
+class _State:
+    """Everything measured so far (mutable scratchpad of one identification)."""
+
+    cfg: Config
+    settings: IdentifySettings
+    prior: FrictionParams
+    p: LuGreParams
+    dt: float
+    J: float
+    q: float
+    points: list[dict[str, Any]] = field(default_factory=list)
+    fits: dict[str, StribeckFit] = field(default_factory=dict)
+    fit_notes: dict[str, str] = field(default_factory=dict)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    bandwidth_hz: float = math.nan
+    breaks: list[Breakaway] = field(default_factory=list)
+    break_records: list[Record] = field(default_factory=list)
+    presliding: Optional[PreslidingFit] = None
+    presliding_rec: Optional[Record] = None
+    presliding_info: dict[str, Any] = field(default_factory=dict)
+    ringing_rec: Optional[Record] = None
+    ringing_segments: list[tuple[int, int]] = field(default_factory=list)
+    ringing: Optional[Sigma1Fit] = None
+    ringing_note: str = ""
+    warnings: list[str] = field(default_factory=list)
+    error: str = ""
+
+    def fc_now(self) -> float:
+        fit = self.fits.get("both")
+        if fit is not None:
+            return fit.Fc
+        quick = _quick_fc(self.points)
+        return quick if quick is not None and quick > 0 else self.p.Fc
+
+    def fs_now(self) -> float:
+        found = [b.breakaway_nm for b in self.breaks if b.found]
+        if found:
+            return float(np.mean(found))
+        fit = self.fits.get("both")
+        return fit.Fs if fit is not None else self.p.Fs
+
+
+def _planned_seconds(settings: IdentifySettings, sweep_plan, experiments) -> float:
+    total = 0.0
+    if "sweep" in experiments and sweep_plan is not None:
+        total += sweep_plan[2]
+    if "breakaway" in experiments:
+        per = settings.breakaway_rest_s + settings.breakaway_ramp_s / settings.breakaway_peak_factor + 0.6
+        total += 2 * settings.breakaway_trials * per
+    if "presliding" in experiments:
+        total += 0.5 + settings.presliding_cycles / settings.presliding_frequency_hz
+    if "sigma1" in experiments:
+        total += settings.ringing_hold_s * (4 * settings.ringing_repeats + 1)
+    return total
+
+
+def _run_sweep(runner: _Runner, st: _State, plan, tag: str) -> None:
+    cfg, settings = st.cfg, st.settings
+    ref, passes, duration, skipped = plan
+    st.skipped += skipped
+    bw = sweep_bandwidth(st.J, st.prior, settings, cfg.loop.rate_hz)
+    st.bandwidth_hz = bw
+    gains = PIDGains.triple_pole(st.J, bw, derivative_cutoff_hz=settings.derivative_cutoff_hz,
+                                 output_limit_nm=cfg.safety.torque_limit_nm)
+    law = _Track(ref, gains, st.J, st.prior, st.dt, duration)
+    rec = runner.run(tag, law, duration + 1.0)
+    rec.info["passes"] = [asdict(pz) for pz in passes]
+    by_speed: dict[float, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+    for pz in passes:
+        sl = _window(rec, pz.window)
+        by_speed.setdefault(pz.speed, {})[pz.direction] = (rec.pos[sl], rec.torque[sl])
+    for v, segs in by_speed.items():
+        for pt in _analyse_speed(v, segs, st.dt, st.J, st.q, settings):
+            pt["pass"] = tag
+            st.points.append(pt)
+    _fit_sweep(st)
+
+
+def _fit_sweep(st: _State) -> None:
+    for direction in ("both", "forward", "reverse"):
+        fit, note = _fit_points(st.points, direction, st.settings, st.p.vs)
+        if fit is not None:
+            st.fits[direction] = fit
+            st.fit_notes.pop(direction, None)
+        else:
+            st.fits.pop(direction, None)
+            st.fit_notes[direction] = note
+
+
+def _run_breakaway(runner: _Runner, st: _State) -> None:
+    settings, dt, q = st.settings, st.dt, st.q
+    fs_guess = st.fits["both"].Fs if "both" in st.fits else st.p.Fs
+    vs_now = st.fits["both"].vs if "both" in st.fits else st.p.vs
+    peak = min(settings.breakaway_peak_factor * fs_guess, st.cfg.safety.torque_limit_nm)
+    rate = peak / settings.breakaway_ramp_s
+    v_on = settings.breakaway_onset_factor * vs_now
+    w = max(10, int(math.ceil(5.0 * q / v_on / dt)))
+    guard = min(0.25 * st.cfg.safety.velocity_limit_rad_s, 0.5)  # [rad] far beyond any onset
+    for i in range(settings.breakaway_trials):
+        for direction in (1, -1):
+            law = _Breakaway(direction, rate, peak, settings.breakaway_rest_s, v_on, w, 0.5, dt, guard)
+            max_s = settings.breakaway_rest_s + settings.breakaway_ramp_s + 2.0
+            rec = runner.run(f"breakaway_{'fwd' if direction > 0 else 'rev'}_{i + 1}", law, max_s)
+            ramp_start = law.ramp_k
+            b = breakaway_from_ramp(rec.t, rec.pos, rec.torque, direction, J=st.J, rad_per_count=q,
+                                    v_onset=v_on, ramp_start_index=ramp_start, onset_counts=5.0)
+            rec.info.update({"direction": direction, "ramp_start_index": ramp_start,
+                             "rate_nm_s": rate, "peak_nm": peak, "v_onset": v_on})
+            if not b.found:
+                st.warnings.append(f"breakaway {direction:+d} trial {i + 1}: no motion up to {peak:.4g} N·m")
+            st.breaks.append(b)
+            st.break_records.append(rec)
+
+
+def _run_presliding(runner: _Runner, st: _State) -> None:
+    settings, q = st.settings, st.q
+    f = settings.presliding_frequency_hz
+    n_cyc = settings.presliding_cycles
+    amp = settings.presliding_amplitude * st.fc_now()
+    rest = 0.5
+    for attempt in range(2):
+        expected = 2.0 * amp / st.p.sigma0
+        guard = max(200 * q, 4.0 * expected + 20 * q)
+
+        def profile(t: float, amp=amp) -> float:
+            return amp * math.sin(2.0 * math.pi * f * (t - rest)) if t >= rest else 0.0
+
+        law = _TorqueProfile(profile, rest + n_cyc / f, guard)
+        rec = runner.run(f"presliding_{attempt + 1}", law, rest + n_cyc / f + 1.0)
+        rec.info.update({"amplitude_nm": amp, "frequency_hz": f, "t0_s": rest})
+        if "aborted" not in rec.info:
+            st.presliding_rec = rec
+            st.presliding_info = {"amplitude_nm": amp, "frequency_hz": f, "attempts": attempt + 1}
+            try:
+                st.presliding = presliding_sigma0(rec.t, rec.pos, rec.torque, frequency_hz=f, t0_s=rest,
+                                                  rad_per_count=q, Fs=st.fs_now())
+            except ValueError as err:
+                st.warnings.append(f"presliding: {err}")
+            return
+        st.warnings.append(f"presliding attempt {attempt + 1} at {amp:.4g} N·m: {rec.info['aborted']}; "
+                           "retrying at half amplitude" if attempt == 0 else
+                           f"presliding at {amp:.4g} N·m: {rec.info['aborted']}")
+        amp *= 0.5
+
+
+def _run_ringing(runner: _Runner, st: _State) -> None:
+    settings, dt = st.settings, st.dt
+    amp = settings.ringing_amplitude * st.fc_now()
+    hold = settings.ringing_hold_s
+    levels: list[float] = []
+    for _ in range(settings.ringing_repeats):
+        levels += [0.0, amp, 0.0, -amp]
+    levels.append(0.0)
+    n_hold = int(round(hold / dt))
+    duration = len(levels) * n_hold * dt
+
+    def profile(t: float) -> float:
+        i = min(int(t / dt + 1e-9) // n_hold, len(levels) - 1)
+        return levels[i]
+
+    sigma0 = st.presliding.sigma0 if st.presliding is not None else st.p.sigma0
+    guard = max(400 * st.q, 8.0 * 3.0 * amp / sigma0)
+    law = _TorqueProfile(profile, duration, guard)
+    rec = runner.run("ringing", law, duration + 1.0)
+    rec.info.update({"amplitude_nm": amp, "hold_s": hold, "levels": levels})
+    if "aborted" in rec.info:
+        st.ringing_note = f"ringing: {rec.info['aborted']}"
+        st.warnings.append(st.ringing_note)
+        return
+    st.ringing_rec = rec
+    st.ringing_segments = [(r * 4 * n_hold, (r + 1) * 4 * n_hold) for r in range(settings.ringing_repeats)]
+
+
+def _fit_ringing(st: _State) -> None:
+    rec = st.ringing_rec
+    fit = st.fits.get("both")
+    base_vals = st.p.as_dict()
+    if fit is not None:
+        base_vals.update(Fc=fit.Fc, Fs=max(fit.Fs, fit.Fc), vs=fit.vs, sigma2=fit.sigma2, delta=fit.delta)
+    if st.presliding is not None:
+        base_vals["sigma0"] = st.presliding.sigma0
+    base = LuGreParams(**base_vals)
+    n = min(rec.cmd.size, rec.pos.size)
+    try:
+        st.ringing = fit_sigma1_ringing(rec.pos[:n], rec.cmd[:n], base=base, J=st.J, dt_s=st.dt,
+                                        rad_per_count=st.q, segments=st.ringing_segments)
+    except (ValueError, np.linalg.LinAlgError) as err:
+        st.ringing_note = f"sigma1 fit failed: {err}"
+        st.warnings.append(st.ringing_note)
+
+
+# --- assembling the result ----------------------------------------------------------------------
+
+
+def _r(x: float, digits: int = 6) -> float:
+    """A float rounded to ``digits`` significant digits (plain Python float for YAML)."""
+    x = float(x)
+    if not math.isfinite(x) or x == 0.0:
+        return x
+    return float(f"{x:.{digits}g}")
+
+
+def _friction_block(params: FrictionParams) -> dict[str, Any]:
+    if isinstance(params, DirectionalParams):
+        return {"forward": {k: _r(v) for k, v in params.forward.as_dict().items()},
+                "reverse": {k: _r(v) for k, v in params.reverse.as_dict().items()}}
+    return {k: _r(v) for k, v in params.as_dict().items()}
+
+
+def _breakaway_summary(st: _State) -> dict[str, Any]:
+    """Per-direction mean breakaway magnitudes, the pair means (offsets cancel) and their SE."""
+    fwd = [b.breakaway_nm for b in st.breaks if b.found and b.direction > 0]
+    rev = [b.breakaway_nm for b in st.breaks if b.found and b.direction < 0]
+    out: dict[str, Any] = {"forward": fwd, "reverse": rev}
+    if fwd and rev:
+        pairs = [0.5 * (a + b) for a, b in zip(fwd, rev)]
+        out["Fs"] = float(np.mean(pairs))
+        out["se"] = float(np.std(pairs, ddof=1) / math.sqrt(len(pairs))) if len(pairs) >= 2 else math.nan
+    for name, vals in (("Fs_forward", fwd), ("Fs_reverse", rev)):
+        if vals:
+            out[name] = float(np.mean(vals))
+            out[name + "_se"] = (float(np.std(vals, ddof=1) / math.sqrt(len(vals)))
+                                 if len(vals) >= 2 else math.nan)
+    return out
+
+
+def _direction_set(st: _State, fit: Optional[StribeckFit], fs: Optional[float], fs_se: float,
+                   sources: dict[str, str]) -> tuple[LuGreParams, dict[str, float]]:
+    p = st.p
+    vals = p.as_dict()
+    unc = {k: math.nan for k in PARAM_NAMES}
+    if fit is not None:
+        vals.update(Fc=fit.Fc, Fs=fit.Fs, vs=fit.vs, sigma2=fit.sigma2, delta=fit.delta)
+        unc.update(Fc=fit.se["Fc"], Fs=fit.se["Fs"], vs=fit.se["vs"], sigma2=fit.se["sigma2"],
+                   delta=fit.se["delta"])
+        for k in ("Fc", "Fs", "vs", "sigma2"):
+            sources[k] = "sweep"
+        sources["delta"] = "sweep" if fit.fit_delta else "fixed"
+    if fs is not None and math.isfinite(fs):
+        vals["Fs"] = fs
+        unc["Fs"] = fs_se if math.isfinite(fs_se) else unc["Fs"]
+        sources["Fs"] = "breakaway"
+    if vals["Fs"] < vals["Fc"]:
+        st.warnings.append(f"Fs {vals['Fs']:.4g} < Fc {vals['Fc']:.4g}: Fs set to Fc")
+        vals["Fs"] = vals["Fc"]
+    if st.presliding is not None:
+        vals["sigma0"] = st.presliding.sigma0
+        unc["sigma0"] = st.presliding.se
+        sources["sigma0"] = "presliding"
+    if st.ringing is not None:
+        vals["sigma1"] = st.ringing.sigma1
+        unc["sigma1"] = st.ringing.se
+        sources["sigma1"] = "ringing"
+    if vals["Fc"] <= 0:
+        raise IdentificationError(f"identify: fitted Fc {vals['Fc']:.4g} N·m is not positive")
+    return LuGreParams(**vals), unc
+
+
+def _assemble(st: _State) -> IdentifyResult:
+    settings = st.settings
+    sources = {k: "prior" for k in PARAM_NAMES}
+    brk = _breakaway_summary(st)
+    both, unc = _direction_set(st, st.fits.get("both"), brk.get("Fs"), brk.get("se", math.nan), sources)
+    directional = False
+    asym: dict[str, Any] = {}
+    ff, fr = st.fits.get("forward"), st.fits.get("reverse")
+    if ff is not None and fr is not None:
+        srcs = dict(sources)
+        fwd, unc_f = _direction_set(st, ff, brk.get("Fs_forward"), brk.get("Fs_forward_se", math.nan), srcs)
+        rev, unc_r = _direction_set(st, fr, brk.get("Fs_reverse"), brk.get("Fs_reverse_se", math.nan), srcs)
+        for k in ("Fc", "Fs", "sigma2"):
+            a, b = getattr(fwd, k), getattr(rev, k)
+            se = math.hypot(unc_f[k], unc_r[k])
+            mean = 0.5 * (abs(a) + abs(b))
+            diff = abs(a - b)
+            sig = (diff > settings.asymmetry_sigmas * se if math.isfinite(se) else False)
+            big = diff > settings.asymmetry_min_rel * mean if mean > 0 else False
+            asym[k] = {"forward": _r(a), "reverse": _r(b), "difference": _r(diff),
+                       "se_difference": _r(se), "significant": bool(sig and big)}
+            directional |= bool(sig and big)
+        if directional:
+            friction: FrictionParams = DirectionalParams(forward=fwd, reverse=rev)
+            uncertainty = {"forward": {k: _r(v) for k, v in unc_f.items()},
+                           "reverse": {k: _r(v) for k, v in unc_r.items()}}
+    if not directional:
+        friction = both
+        uncertainty = {k: _r(v) for k, v in unc.items()}
+
+    used = [p for p in st.points if p["used"]]
+    rejected = [p for p in st.points if not p["used"]]
+    diag: dict[str, Any] = {
+        "sources": sources,
+        "sweep": {
+            "bandwidth_hz": _r(st.bandwidth_hz),
+            "points_used": {d: sum(1 for p in used if p["direction"] == d) for d in ("both", "forward", "reverse")},
+            "points_rejected": {d: sum(1 for p in rejected if p["direction"] == d)
+                                for d in ("both", "forward", "reverse")},
+            "rejected": [{"speed_rad_s": _r(p["speed_rad_s"]), "direction": p["direction"],
+                          "reason": p["reason"]} for p in rejected],
+            "skipped": st.skipped,
+            "rms_residual_nm": {d: _r(f.rms_residual_nm) for d, f in st.fits.items()},
+            "at_bound": {d: list(f.at_bound) for d, f in st.fits.items() if f.at_bound},
+            "Fs_sweep": _r(st.fits["both"].Fs) if "both" in st.fits else None,
+            "notes": dict(st.fit_notes),
+        } if st.points else {"run": False},
+        "breakaway": ({"trials": len(st.breaks), "found": sum(b.found for b in st.breaks),
+                       "Fs_forward": _r(brk.get("Fs_forward", math.nan)),
+                       "Fs_reverse": _r(brk.get("Fs_reverse", math.nan)),
+                       "Fs": _r(brk.get("Fs", math.nan))} if st.breaks else {"run": False}),
+        "presliding": ({
+            "amplitude_nm": _r(st.presliding_info.get("amplitude_nm", math.nan)),
+            "branches": st.presliding.n_branches,
+            "loop_counts": _r(st.presliding.loop_counts),
+            "central_span_counts": _r(st.presliding.span_counts),
+            "drift_counts": _r(st.presliding.drift_counts),
+            "se_statistical": _r(st.presliding.se_statistical),
+            "se_quantization": _r(st.presliding.se_quantization),
+            "se_curvature": _r(st.presliding.se_curvature),
+        } if st.presliding is not None else {"run": False}),
+        "sigma1": ({
+            "rms_residual_counts": _r(st.ringing.rms_counts),
+            "sigma0_ring": _r(st.ringing.sigma0_ring),
+            "per_repetition": [_r(v) for v in st.ringing.per_segment],
+            "se_jacobian": _r(st.ringing.se_jacobian),
+            "se_spread": _r(st.ringing.se_spread),
+            "offset_nm": _r(st.ringing.offset_nm),
+            "at_bound": st.ringing.at_bound,
+        } if st.ringing is not None else {"run": False, "note": st.ringing_note}),
+        "asymmetry": asym,
+        "directional": directional,
+        "warnings": list(st.warnings),
+    }
+    passive = friction.passivity_margin
+    if passive < 0:
+        diag["warnings"].append(f"passivity margin sigma2 - sigma1*(Fs-Fc)/Fc = {passive:.4g} < 0")
+    return IdentifyResult(friction=friction, uncertainty=uncertainty, diagnostics=diag, sources=sources,
+                          directional=directional, points=st.points,
+                          breakaway=[asdict(b) for b in st.breaks])
+
+
+# --- output files -------------------------------------------------------------------------------
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, (np.floating, np.integer)):
+        obj = obj.item()
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _json_safe(obj.tolist())
+    return obj
+
+
+def _yaml_safe(obj: Any) -> Any:
+    if isinstance(obj, (np.floating, np.integer)):
+        obj = obj.item()
+    if isinstance(obj, dict):
+        return {str(k): _yaml_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_yaml_safe(v) for v in obj]
+    return obj
+
+
+PARAMS_HEADER = """\
+# frictionctl identify: identified LuGre friction.
+# friction: usable as controller.friction (a flat set, or forward:/reverse: when the two
+#   directions differ beyond their uncertainty). Units: Fc, Fs [N·m], vs [rad/s],
+#   sigma0 [N·m/rad], sigma1, sigma2 [N·m·s/rad], delta [-].
+# uncertainty: standard errors, same keys and units (.nan: not measured).
+# diagnostics: where each value came from, points used/rejected, fit residuals.
+"""
+
+
+def _write_params(path: Path, result: IdentifyResult) -> None:
+    data = {"friction": result.params_block(), "uncertainty": result.uncertainty,
+            "diagnostics": result.diagnostics}
+    text = yaml.safe_dump(_yaml_safe(data), sort_keys=False, allow_unicode=True, width=100)
+    path.write_text(PARAMS_HEADER + text, encoding="utf-8")
+
+
+def _raw(st: _State, records: list[Record]) -> dict[str, Any]:
+    return {
+        "format": 1,
+        "kind": "frictionctl identification",
+        "settings": asdict(st.settings),
+        "prior": _friction_block(st.prior),
+        "rate_hz": st.cfg.loop.rate_hz,
+        "J": st.J, "Kt": st.cfg.controller.Kt, "rad_per_count": st.q,
+        "sweep_points": st.points,
+        "stribeck_fits": {d: {**f.values(), "se": f.se, "rms_residual_nm": f.rms_residual_nm,
+                              "n_points": f.n_points, "residuals_nm": f.residuals_nm}
+                          for d, f in st.fits.items()},
+        "breakaway": [asdict(b) for b in st.breaks],
+        "presliding": ({**asdict(st.presliding), **st.presliding_info}
+                       if st.presliding is not None else None),
+        "sigma1": ({k: v for k, v in asdict(st.ringing).items() if k != "simulated"}
+                   if st.ringing is not None else None),
+        "experiments": [{"name": r.name, "ticks": int(r.t.size), "duration_s": float(r.t.size * st.dt),
+                         "info": r.info} for r in records],
+        "warnings": st.warnings,
+        "error": st.error or None,
+    }
+
+
+def _write_raw(out: Path, st: _State, records: list[Record], failed: bool = False) -> dict[str, str]:
+    raw = _raw(st, records)
+    raw["status"] = "failed" if failed else "ok"
+    (out / "identify.json").write_text(json.dumps(_json_safe(raw), indent=1) + "\n", encoding="utf-8")
+    arrays = {}
+    for r in records:
+        for name in ("t", "pos", "vel", "torque", "cmd", "pos_ref", "vel_ref"):
+            arrays[f"{r.name}.{name}"] = getattr(r, name)
+    np.savez_compressed(out / "identify_records.npz", **arrays)
+    return {"json": str(out / "identify.json"), "records": str(out / "identify_records.npz")}
+
+
+def _write_outputs(out: Path, st: _State, result: IdentifyResult, runner: _Runner, *,
+                   plot: bool) -> dict[str, str]:
+    files = _write_raw(out, st, runner.records)
+    _write_params(out / "params.yaml", result)
+    files["params"] = str(out / "params.yaml")
+    if plot:
+        plot_identification(st, result, out / "identify.png")
+        files["report"] = str(out / "identify.png")
+    return files
+
+
+def plot_identification(st: _State, result: IdentifyResult, png: Path) -> Path:
+    """Four panels: Stribeck points and fits per direction, breakaway trials, pre-sliding loops,
+    sigma1 ringing (measured vs fitted)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9.5))
+    fig.suptitle("frictionctl identify" + ("  [directional result]" if result.directional else ""))
+    q = st.q
+
+    ax = axes[0, 0]
+    colors = {"both": "k", "forward": "tab:blue", "reverse": "tab:orange"}
+    for d, c in colors.items():
+        pts = [p for p in st.points if p["direction"] == d]
+        if not pts:
+            continue
+        v = np.array([p["speed_rad_s"] for p in pts])
+        F = np.array([p["friction_nm"] for p in pts])
+        ok = np.array([p["used"] for p in pts], dtype=bool)
+        ax.plot(v[ok], F[ok], "o", color=c, ms=5 if d == "both" else 4, label=f"{d} points")
+        if (~ok).any():
+            ax.plot(v[~ok], F[~ok], "x", color="tab:red", ms=7,
+                    label="rejected" if d == "both" else None)
+        fit = st.fits.get(d)
+        if fit is not None:
+            vv = np.geomspace(v.min() * 0.7, v.max() * 1.3, 300)
+            ax.plot(vv, fit.curve(vv), "-", color=c, lw=1.2 if d == "both" else 0.8,
+                    label=f"{d} fit: Fc {fit.Fc:.4g}, Fs {fit.Fs:.4g}, vs {fit.vs:.3g}")
+    fb = result.friction
+    if isinstance(fb, LuGreParams):
+        ax.axhline(fb.Fs, color="gray", ls=":", lw=1, label=f"Fs (breakaway) {fb.Fs:.4g}")
+    ax.set_xscale("log")
+    ax.set_xlabel("speed [rad/s]")
+    ax.set_ylabel("steady friction [N·m]")
+    ax.set_title("constant-velocity sweep")
+    ax.legend(fontsize=7)
+
+    ax = axes[0, 1]
+    for b, rec in zip(st.breaks, st.break_records):
+        i0 = rec.info.get("ramp_start_index", 0)
+        sl = slice(i0, None)
+        d = rec.info.get("direction", 1)
+        x = d * (rec.pos[sl] - rec.pos[i0]) / q
+        ax.plot(d * rec.torque[sl], x, lw=0.7, color="tab:blue" if d > 0 else "tab:orange")
+        if b.found:
+            ax.plot(b.breakaway_nm, d * (rec.pos[b.peak_index] - rec.pos[i0]) / q, "k.", ms=8)
+    ax.set_yscale("symlog", linthresh=50)
+    ax.set_xlabel("|drive torque| [N·m]")
+    ax.set_ylabel("travel along the ramp [counts]")
+    ax.set_title("breakaway ramps (dot: breakaway)")
+
+    ax = axes[1, 0]
+    rec = st.presliding_rec
+    if rec is not None:
+        f = st.presliding_info.get("frequency_hz", 1.0)
+        keep = (rec.t - 0.5) * f >= 1.0
+        ax.plot(rec.torque[keep], rec.pos[keep] / q, lw=0.4, color="tab:gray", label="kept cycles")
+        if st.presliding is not None:
+            for (i0, i1) in st.presliding.branches:
+                ax.plot(rec.torque[i0:i1 + 1], rec.pos[i0:i1 + 1] / q, ".", ms=1, color="tab:blue")
+            tq = rec.torque[keep]
+            tt = np.linspace(np.percentile(tq, 2), np.percentile(tq, 98), 10)
+            xm = float(np.mean(rec.pos[keep] / q))
+            ax.plot(tt, xm + (tt - np.mean(tq)) / (st.presliding.sigma0 * q), "k-", lw=1.2,
+                    label=f"sigma0 = {st.presliding.sigma0:.4g} ± {st.presliding.se:.2g} N·m/rad")
+        ax.legend(fontsize=8)
+    ax.set_xlabel("drive torque [N·m]")
+    ax.set_ylabel("position [counts]")
+    ax.set_title("pre-sliding loops")
+
+    ax = axes[1, 1]
+    rec = st.ringing_rec
+    if rec is not None:
+        ax.plot(rec.t, rec.pos / q, lw=0.6, label="encoder")
+        if st.ringing is not None and st.ringing.simulated.size:
+            ax.plot(rec.t[:st.ringing.simulated.size], st.ringing.simulated / q, lw=0.6,
+                    label=f"fit: sigma1 = {st.ringing.sigma1:.3g} ± {st.ringing.se:.2g}")
+        ax.legend(fontsize=8)
+    ax.set_xlabel("t [s]")
+    ax.set_ylabel("position [counts]")
+    ax.set_title("pre-sliding ringing after torque steps")
+    for a in axes.flat:
+        a.grid(True, alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    return png
+
+
+# --- identification from a run log --------------------------------------------------------------
+
+
+LOG_REQUIRED = ("t_s", "pos_rad", "vel_ref_rad_s", "current_a")
+
+
+def identify_from_log(log_path: str | Path, cfg: Config, out_dir: str | Path, *,
+                      settings: IdentifySettings | None = None, prior: FrictionParams | None = None,
+                      min_segment_s: float = 1.0, plot: bool = True) -> IdentifyResult:
+    """Fit the Stribeck curve (Fc, Fs, vs, sigma2) from a recorded run log.
+
+    What the log must contain (columns of ``controller.runlog``): ``t_s``, ``pos_rad``,
+    ``vel_ref_rad_s`` (the reference velocity: stretches where it is constant and non-zero for
+    at least ``min_segment_s`` are the constant-velocity points) and ``current_a`` (the steady
+    torque is cfg.controller.Kt × current). Optional: ``fault`` and ``drive_state`` (ticks
+    with a fault or a drive not ENABLED are left out). The run should be made with friction
+    compensation off or on — only the measured current counts — and should hold at least five
+    different speeds spanning 0.01·vs … 10·vs and above (the identification sweep made by
+    :func:`sweep_reference` does), ideally in both directions over the same stretch of angle
+    so that position-dependent torques cancel. The first part of each stretch (the settle time
+    of the sweep: ``settle_travel`` pre-sliding lengths, at least ``settle_s``) is skipped.
+
+    sigma0 and sigma1 cannot be told from constant-velocity data: they are kept from the prior
+    (``diagnostics.sources`` says so). Writes params.yaml, identify.json (and identify.png).
+    """
+    from controller.runlog import read_log
+
+    wall0 = time.perf_counter()
+    settings = settings or IdentifySettings()
+    prior = prior if prior is not None else cfg.controller.friction
+    run = read_log(log_path)
+    missing = [c for c in LOG_REQUIRED if c not in run.columns]
+    if missing:
+        raise IdentificationError(f"identify: {log_path}: the log lacks column(s) {', '.join(missing)} "
+                                  f"(needs {', '.join(LOG_REQUIRED)})")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t = run["t_s"]
+    x = run["pos_rad"]
+    vref = run["vel_ref_rad_s"]
+    tq = cfg.controller.Kt * run["current_a"]
+    valid = np.isfinite(x) & np.isfinite(tq) & np.isfinite(t)
+    if "fault" in run.columns:
+        valid &= run["fault"] == 0
+    if "drive_state" in run.columns:
+        valid &= run["drive_state"] == float(DriveState.ENABLED)
+    dt = float(np.median(np.diff(t))) if t.size > 1 else cfg.loop.dt_s
+    p = planning_params(prior)
+    st = _State(cfg=cfg, settings=settings, prior=prior, p=p, dt=dt, J=cfg.controller.J,
+                q=cfg.plant.encoder.rad_per_count)
+    segs = constant_velocity_segments(t, vref, min_duration_s=min_segment_s, valid=valid)
+    groups: dict[float, dict[int, list[tuple[np.ndarray, np.ndarray]]]] = {}
+    keys: list[float] = []
+    for i0, i1, v in segs:
+        speed = abs(v)
+        settle = settle_time(speed, p, settings)
+        j0 = i0 + int(math.ceil(settle / dt))
+        if i1 - j0 < int(0.5 / dt):
+            st.skipped.append({"speed_rad_s": speed, "t_s": float(t[i0]),
+                               "reason": "stretch too short after the settle time"})
+            continue
+        key = next((k for k in keys if abs(k - speed) <= 0.005 * speed), None)
+        if key is None:
+            key = speed
+            keys.append(key)
+        groups.setdefault(key, {}).setdefault(1 if v > 0 else -1, []).append((x[j0:i1], tq[j0:i1]))
+    for speed in sorted(groups):
+        merged = {d: (np.concatenate([a for a, _ in lst]), np.concatenate([b for _, b in lst]))
+                  for d, lst in groups[speed].items()}
+        # stick-slip is judged per stretch, on the longest one of each direction
+        pts = _analyse_speed(speed, {d: max(lst, key=lambda ab: ab[0].size)
+                                     for d, lst in groups[speed].items()}, dt, st.J, st.q, settings)
+        if any(len(lst) > 1 for lst in groups[speed].values()):
+            merged_pts = _analyse_speed(speed, merged, dt, st.J, st.q, settings)
+            for a, b in zip(pts, merged_pts):  # values from all stretches, verdicts per stretch
+                for k in ("torque_nm", "friction_nm", "offset_nm", "n", "se_nm", "overlap"):
+                    if k in b:
+                        a[k] = b[k]
+        for pt in pts:
+            pt["pass"] = "log"
+            st.points.append(pt)
+    if not st.points:
+        raise IdentificationError(f"identify: {log_path}: no constant-velocity stretch of at least "
+                                  f"{min_segment_s:g} s (vel_ref_rad_s constant and non-zero)")
+    _fit_sweep(st)
+    if "both" not in st.fits:
+        one = [d for d in ("forward", "reverse") if d in st.fits]
+        if not one:
+            raise IdentificationError(f"identify: {log_path}: cannot fit the Stribeck curve: "
+                                      + "; ".join(st.fit_notes.values()))
+        st.fits["both"] = st.fits[one[0]]
+        st.warnings.append(f"only {one[0]} motion in the log: offsets (gravity, sensor zero, "
+                           "cogging) are not cancelled")
+    result = _assemble(st)
+    result.diagnostics["log"] = {"path": str(log_path), "segments": len(segs), "complete": run.complete}
+    files = _write_raw(out, st, [])
+    _write_params(out / "params.yaml", result)
+    files["params"] = str(out / "params.yaml")
+    if plot:
+        plot_identification(st, result, out / "identify.png")
+        files["report"] = str(out / "identify.png")
+    result.files = files
+    result.wall_s = time.perf_counter() - wall0
+    return result
+
+
+__all__ = [
+    "EXPERIMENTS", "IdentificationError", "IdentifyResult", "IdentifySettings", "identify",
+    "identify_from_log", "sweep_reference", "sweep_speeds", "plot_identification",
+]
