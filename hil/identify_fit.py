@@ -613,10 +613,13 @@ def fit_sigma1_ringing(pos, torque_cmd, *, base: LuGreParams, J: float, dt_s: fl
         r = x - sim(p[0], p[1], p[2])
         return r - r.mean()
 
-    s1_0 = min(max(base.sigma1, 0.05 * crit), 0.5 * s1_hi) if base.sigma1 > 0 else 0.05 * crit
+    # sigma1 is typically far below critical damping (0.1 % of it on the reference table):
+    # start from the prior's value, scaled to it
+    s1_0 = min(base.sigma1, 0.5 * s1_hi) if base.sigma1 > 0 else 1e-3 * crit
+    s1_scale = max(s1_0, 1e-4 * crit)
     p0 = [s1_0, base.sigma0, 0.0]
     sol = least_squares(resid, p0, bounds=([0.0, s0_lo, -off_lim], [s1_hi, s0_hi, off_lim]),
-                        x_scale=[0.1 * crit, 0.1 * base.sigma0, 0.01 * base.Fc], diff_step=1e-3,
+                        x_scale=[s1_scale, 0.01 * base.sigma0, 0.01 * base.Fc], diff_step=1e-3,
                         max_nfev=200)
     s1, s0r, off = (float(v) for v in sol.x)
     res = sol.fun
