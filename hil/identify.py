@@ -74,7 +74,7 @@ import numpy as np
 import yaml
 
 from controller.config import Config
-from controller.friction import DirectionalParams, FrictionParams, LuGreParams, stribeck
+from controller.friction import DirectionalParams, FrictionParams, LuGreParams, g
 from controller.gains import PIDGains
 from controller.pid import PID
 from controller.reference import PiecewiseReference, Reference, rest_to_rest
@@ -93,6 +93,7 @@ from .identify_fit import (
     detect_stick_slip,
     fit_sigma1_ringing,
     fit_stribeck,
+    position_dependent_ripple,
     position_matched_means,
     presliding_sigma0,
     steady_torque,
@@ -384,7 +385,10 @@ class _Track(_Law):
 
     def step(self, k, t, pos, vel):
         x_r, v_r, a_r = self.ref.sample(t)
-        ff = (stribeck(self.prior, v_r) if v_r != 0.0 else 0.0) + self.J * a_r
+        ff = self.J * a_r
+        if v_r != 0.0:  # the prior's steady friction at the reference speed (scalar: per tick)
+            p = self.prior.for_velocity(v_r) if isinstance(self.prior, DirectionalParams) else self.prior
+            ff += math.copysign(g(p, v_r), v_r) + p.sigma2 * v_r
         u = self.pid.step(x_r, v_r, pos, ff, self.dt)
         if t >= self.duration_s:
             self.done = True
@@ -603,10 +607,18 @@ def _analyse_speed(v: float, segs: dict[int, tuple[np.ndarray, np.ndarray]], dt:
         points.append({
             "speed_rad_s": v, "direction": "both", "friction_nm": 0.5 * ((mf - cf) - (mr - cr)),
             "offset_nm": 0.5 * ((mf - cf) + (mr - cr)), "n": nf + nr, "overlap": overlap,
+            "ripple_nm": position_dependent_ripple(xf, tf, xr, tr),
             "se_nm": 0.5 * math.hypot(out[1]["se_nm"], out[-1]["se_nm"]),
             "used": both, "reason": reason,
         })
     return points
+
+
+def position_ripple(points: list[dict[str, Any]]) -> float:
+    """The largest position-dependent torque ripple seen at any speed [N·m] (0 if unknown)."""
+    vals = [p.get("ripple_nm", 0.0) for p in points if p["direction"] == "both"]
+    vals = [v for v in vals if v is not None and math.isfinite(v)]
+    return float(max(vals)) if vals else 0.0
 
 
 def _fit_points(points: list[dict[str, Any]], direction: str, settings: IdentifySettings,
@@ -616,8 +628,12 @@ def _fit_points(points: list[dict[str, Any]], direction: str, settings: Identify
         return None, f"{len(used)} usable {direction} points: too few to fit"
     v = np.array([p["speed_rad_s"] for p in used])
     F = np.array([p["friction_nm"] for p in used])
+    # one direction's points carry the position-dependent torque of their stretch of angle
+    # (it cancels only in the two directions' half-difference): a per-point error floor
+    floor = 0.0 if direction == "both" else position_ripple(points)
     try:
-        return fit_stribeck(v, F, delta=settings.delta, fit_delta=settings.fit_delta, vs_guess=vs_guess), ""
+        return fit_stribeck(v, F, delta=settings.delta, fit_delta=settings.fit_delta, vs_guess=vs_guess,
+                            noise_floor_nm=floor), ""
     except ValueError as err:
         return None, f"{direction}: {err}"
 
@@ -924,11 +940,14 @@ def _breakaway_summary(st: _State) -> dict[str, Any]:
         pairs = [0.5 * (a + b) for a, b in zip(fwd, rev)]
         out["Fs"] = float(np.mean(pairs))
         out["se"] = float(np.std(pairs, ddof=1) / math.sqrt(len(pairs))) if len(pairs) >= 2 else math.nan
+    ripple = position_ripple(st.points)
     for name, vals in (("Fs_forward", fwd), ("Fs_reverse", rev)):
         if vals:
             out[name] = float(np.mean(vals))
-            out[name + "_se"] = (float(np.std(vals, ddof=1) / math.sqrt(len(vals)))
-                                 if len(vals) >= 2 else math.nan)
+            # one direction's breakaway includes the position-dependent torque where it was
+            # measured (cancels only in the pair mean)
+            stat = float(np.std(vals, ddof=1) / math.sqrt(len(vals))) if len(vals) >= 2 else math.nan
+            out[name + "_se"] = math.hypot(stat, ripple) if math.isfinite(stat) else (ripple or math.nan)
     return out
 
 
@@ -978,7 +997,9 @@ def _assemble(st: _State) -> IdentifyResult:
         rev, unc_r = _direction_set(st, fr, brk.get("Fs_reverse"), brk.get("Fs_reverse_se", math.nan), srcs)
         for k in ("Fc", "Fs", "sigma2"):
             a, b = getattr(fwd, k), getattr(rev, k)
-            se = math.hypot(unc_f[k], unc_r[k])
+            # the position-dependent torque biases the two directions in opposite senses:
+            # the errors are anti-correlated, so the SE of the difference is the sum
+            se = unc_f[k] + unc_r[k]
             mean = 0.5 * (abs(a) + abs(b))
             diff = abs(a - b)
             sig = (diff > settings.asymmetry_sigmas * se if math.isfinite(se) else False)
@@ -1009,6 +1030,7 @@ def _assemble(st: _State) -> IdentifyResult:
             "rms_residual_nm": {d: _r(f.rms_residual_nm) for d, f in st.fits.items()},
             "at_bound": {d: list(f.at_bound) for d, f in st.fits.items() if f.at_bound},
             "Fs_sweep": _r(st.fits["both"].Fs) if "both" in st.fits else None,
+            "position_ripple_nm": _r(position_ripple(st.points)),
             "notes": dict(st.fit_notes),
         } if st.points else {"run": False},
         "breakaway": ({"trials": len(st.breaks), "found": sum(b.found for b in st.breaks),

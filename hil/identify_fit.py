@@ -17,7 +17,8 @@ in :mod:`hil.identify`):
 - :func:`detect_stick_slip`: is a constant-velocity record steady sliding, or a sawtooth?
 - :func:`steady_torque`: mean torque of a constant-velocity window, inertia term removed.
 - :func:`position_matched_means`: forward/reverse means over the same stretch of angle, so that
-  position-dependent torques (cogging, unbalance) cancel in their half-difference.
+  position-dependent torques (cogging, unbalance) cancel in their half-difference;
+  :func:`position_dependent_ripple` measures those torques (they bias per-direction values).
 - :func:`breakaway_from_ramp`: the breakaway torque of a slow torque ramp from rest.
 - :func:`presliding_sigma0`: sigma0 from the central slope of pre-sliding force–displacement loops.
 - :func:`fit_sigma1_ringing`: sigma1 from the lightly damped pre-sliding resonance (bristle
@@ -45,15 +46,18 @@ def stribeck_magnitude(v, Fc: float, Fs: float, vs: float, sigma2: float, delta:
     return Fc + (Fs - Fc) * np.exp(-((a / vs) ** delta)) + sigma2 * a
 
 
-def jacobian_covariance(jac: np.ndarray, residuals: np.ndarray) -> tuple[np.ndarray, float]:
+def jacobian_covariance(jac: np.ndarray, residuals: np.ndarray, *,
+                        noise_floor: float = 0.0) -> tuple[np.ndarray, float]:
     """(covariance of the parameters, s²) of a least-squares fit: inv(JᵀJ)·s², s² = SSR/(n − p).
 
+    ``noise_floor``: a per-point error known to be present even when the residuals do not show
+    it (an error common to neighbouring points): s² is at least its square.
     A rank-deficient Jacobian gives infinite variances for the parameters it cannot determine;
     n <= p gives an all-inf covariance (no degrees of freedom left for s²)."""
     n, p = jac.shape
     if n <= p:
         return np.full((p, p), np.inf), math.nan
-    s2 = float(np.sum(residuals**2) / (n - p))
+    s2 = max(float(np.sum(residuals**2) / (n - p)), noise_floor**2)
     jtj = jac.T @ jac
     try:
         cond = np.linalg.cond(jtj)
@@ -126,13 +130,15 @@ def _stribeck_guesses(v: np.ndarray, T: np.ndarray, vs_guess: float | None) -> t
 
 
 def fit_stribeck(v, torque, *, delta: float = 2.0, fit_delta: bool = False,
-                 vs_guess: float | None = None) -> StribeckFit:
+                 vs_guess: float | None = None, noise_floor_nm: float = 0.0) -> StribeckFit:
     """Fit F(v) = Fc + (Fs − Fc)·exp(−|v/vs|^delta) + sigma2·|v| to steady points.
 
     ``v``: speeds [rad/s] (the sign is ignored), ``torque``: steady friction magnitudes [N·m].
     Bounded least squares (scipy ``least_squares``, trust-region reflective) from several
     starting values of vs (read off the points, ``vs_guess``, and ×1/3, ×3 of each); the lowest
     cost wins. ``delta`` is held at its value unless ``fit_delta`` (then bounded to [0.5, 4]).
+    ``noise_floor_nm``: a per-point error the residuals may not show (a position-dependent
+    torque that biases neighbouring points alike); the standard errors use at least it.
     Raises ValueError with fewer points than parameters + 1.
     """
     v = np.abs(np.asarray(v, dtype=float))
@@ -172,7 +178,7 @@ def fit_stribeck(v, torque, *, delta: float = 2.0, fit_delta: bool = False,
         raise ValueError("Stribeck fit failed from every starting point")
     p = best.x
     names = ["Fc", "dF", "lnvs", "sigma2"] + (["delta"] if fit_delta else [])
-    cov, _ = jacobian_covariance(best.jac, best.fun)
+    cov, _ = jacobian_covariance(best.jac, best.fun, noise_floor=noise_floor_nm)
     var = np.diag(cov)
     se_Fc = math.sqrt(var[0])
     cov_fs = var[0] + var[1] + 2.0 * cov[0, 1]
@@ -292,6 +298,39 @@ def steady_torque(torque, pos, dt_s: float, J: float, *, end_ticks: int = 50) ->
     else:
         se = float(np.std(tq) / math.sqrt(max(n, 1)))
     return mean, se
+
+
+def position_dependent_ripple(pos_f, tq_f, pos_r, tq_r, *, min_per_bin: int = 20,
+                              max_bins: int = 200) -> float:
+    """RMS of the position-dependent torque over the common stretch of two opposite passes [N·m].
+
+    At one speed, forward torque = F + d(θ) and reverse = −F + d(θ), with d the torque that
+    depends on the angle only (cogging, unbalance, load): their half-sum in position bins is
+    d(θ). Its spread over the bins, less what the noise of the bin means explains, is the
+    ripple. A constant offset is not ripple (it is the mean). 0 when there is no overlap."""
+    pf, tf, pr, tr = (np.asarray(a, dtype=float) for a in (pos_f, tq_f, pos_r, tq_r))
+    lo = max(pf.min(), pr.min())
+    hi = min(pf.max(), pr.max())
+    if hi <= lo:
+        return 0.0
+    mf = (pf >= lo) & (pf <= hi)
+    mr = (pr >= lo) & (pr <= hi)
+    n_bins = int(min(max_bins, min(mf.sum(), mr.sum()) // min_per_bin))
+    if n_bins < 4:
+        return 0.0
+    edges = np.linspace(lo, hi, n_bins + 1)
+    bf = np.clip(np.searchsorted(edges, pf[mf], side="right") - 1, 0, n_bins - 1)
+    br = np.clip(np.searchsorted(edges, pr[mr], side="right") - 1, 0, n_bins - 1)
+    d, noise = [], []
+    for b in range(n_bins):
+        a, c = tf[mf][bf == b], tr[mr][br == b]
+        if a.size < 2 or c.size < 2:
+            continue
+        d.append(0.5 * (a.mean() + c.mean()))
+        noise.append(0.25 * (a.var(ddof=1) / a.size + c.var(ddof=1) / c.size))
+    if len(d) < 4:
+        return 0.0
+    return float(math.sqrt(max(np.var(d, ddof=1) - np.mean(noise), 0.0)))
 
 
 def position_matched_means(pos_f, tq_f, pos_r, tq_r) -> tuple[float, float, int, int, float]:

@@ -21,8 +21,9 @@ Units: rad, rad/s, N·m, A, s, kg·m².
 from __future__ import annotations
 
 import math
-import random
 from typing import NamedTuple
+
+import numpy as np
 
 from controller.config import PlantConfig
 from controller.friction import DirectionalParams, FrictionParams, LuGreParams, lugre_step
@@ -73,7 +74,8 @@ class Turntable:
 
     def __init__(self, cfg: PlantConfig, seed: int = 0, fc_profile=None) -> None:
         self.cfg = cfg
-        self._rng = random.Random(seed)
+        self._rng = np.random.default_rng(seed)
+        self._noise: list[float] = []  # a block of standard normal draws, used from the end
         self._fc_profile = cfg.fc_profile if fc_profile is None else fc_profile
         self.J = cfg.J
         self.Kt = cfg.Kt
@@ -148,7 +150,10 @@ class Turntable:
         sensor = self.cfg.current_sensor
         i = self.current_a
         if sensor.noise_std_a:
-            i += self._rng.gauss(0.0, sensor.noise_std_a)
+            noise = self._noise
+            if not noise:  # draw in blocks: one numpy call per 4096 samples, not one per tick
+                noise.extend(self._rng.standard_normal(4096).tolist())
+            i += sensor.noise_std_a * noise.pop()
         if sensor.resolution_a:
             i = round(i / sensor.resolution_a) * sensor.resolution_a
         return PlantMeasurement(counts * self._rad_per_count, counts, i)
