@@ -162,6 +162,11 @@ def cmd_hil(args: argparse.Namespace) -> int:
         print(f"frictionctl: drive.watchdog_timeout_s {cfg.drive.watchdog_timeout_s:g} s is within 3 loop "
               f"periods: the emulated drive's watchdog is set to {wd:.3g} s", file=sys.stderr)
         cfg = dataclasses.replace(cfg, drive=dataclasses.replace(cfg.drive, watchdog_timeout_s=wd))
+    if args.realtime:
+        from .rt import realtime_setup
+
+        for message in realtime_setup(cfg.loop):
+            print(f"frictionctl: {message}", file=sys.stderr)
     progress = Progress(f"hil {args.protocol} {args.scenario}")
     summary = hil_run(cfg, args.protocol, args.scenario, Path(args.out), duration_s=args.duration,
                       compensation=args.compensation, seed=args.seed, realtime=args.realtime,

@@ -47,4 +47,4 @@ class RealClock(Clock):
         if remaining > self.spin_s:
             time.sleep(remaining - self.spin_s)
         while self.now() < t_s:
-            pass
+            time.sleep(0)  # yields the GIL: other threads (bus, emulator) run during the spin
