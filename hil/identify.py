@@ -86,17 +86,20 @@ from drivers.errors import FrictionctlError
 from .identify_fit import (
     Breakaway,
     PreslidingFit,
+    LineFit,
     Sigma1Fit,
     StribeckFit,
     breakaway_from_ramp,
     constant_velocity_segments,
     detect_stick_slip,
+    fit_coulomb_viscous,
     fit_sigma1_ringing,
     fit_stribeck,
     position_dependent_ripple,
     position_matched_means,
     presliding_sigma0,
     steady_torque,
+    stribeck_determined,
     stribeck_magnitude,
     windowed_velocity,
     window_ticks_for,
@@ -704,7 +707,7 @@ def identify(cfg: Config, backend: Backend, clock: Clock, out_dir: str | Path, *
         if "sweep" in experiments:
             _run_sweep(runner, state, sweep_plan, tag="sweep")
             fit = state.fits.get("both")
-            if (settings.refine and fit is not None
+            if (settings.refine and fit is not None and "both" not in state.lines
                     and not (p.vs / 1.5 <= fit.vs <= p.vs * 1.5)):
                 top = settings.speed_top_fraction * cfg.safety.velocity_limit_rad_s
                 extra = [f * fit.vs for f in (0.4, 0.7, 1.0, 1.4, 2.0)]
@@ -750,6 +753,7 @@ class _State:
     q: float
     points: list[dict[str, Any]] = field(default_factory=list)
     fits: dict[str, StribeckFit] = field(default_factory=dict)
+    lines: dict[str, LineFit] = field(default_factory=dict)  # where the Stribeck part is undetermined
     fit_notes: dict[str, str] = field(default_factory=dict)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     bandwidths: dict[float, float] = field(default_factory=dict)
@@ -766,6 +770,8 @@ class _State:
     error: str = ""
 
     def fc_now(self) -> float:
+        if "both" in self.lines:
+            return self.lines["both"].Fc
         fit = self.fits.get("both")
         if fit is not None:
             return fit.Fc
@@ -777,7 +783,7 @@ class _State:
         if found:
             return float(np.mean(found))
         fit = self.fits.get("both")
-        return fit.Fs if fit is not None else self.p.Fs
+        return fit.Fs if fit is not None and "both" not in self.lines else self.p.Fs
 
 
 def _planned_seconds(settings: IdentifySettings, sweep_plan, experiments) -> float:
@@ -822,20 +828,33 @@ def _run_sweep(runner: _Runner, st: _State, plan, tag: str) -> None:
 
 
 def _fit_sweep(st: _State) -> None:
+    """Stribeck fits of the combined and the per-direction points. Where the points do not pin
+    down the Stribeck part, a Coulomb + viscous line stands in for Fc and sigma2."""
     for direction in ("both", "forward", "reverse"):
         fit, note = _fit_points(st.points, direction, st.settings, st.p.vs)
-        if fit is not None:
-            st.fits[direction] = fit
-            st.fit_notes.pop(direction, None)
-        else:
+        st.lines.pop(direction, None)
+        if fit is None:
             st.fits.pop(direction, None)
             st.fit_notes[direction] = note
+            continue
+        st.fits[direction] = fit
+        st.fit_notes.pop(direction, None)
+        ok, why = stribeck_determined(fit)
+        if not ok:
+            used = [p for p in st.points if p["direction"] == direction and p["used"]]
+            floor = 0.0 if direction == "both" else position_ripple(st.points)
+            st.lines[direction] = fit_coulomb_viscous([p["speed_rad_s"] for p in used],
+                                                      [p["friction_nm"] for p in used],
+                                                      noise_floor_nm=floor)
+            st.fit_notes[direction] = (f"{why}: Fc and sigma2 from a Coulomb + viscous line, "
+                                       "vs kept from the prior")
 
 
 def _run_breakaway(runner: _Runner, st: _State) -> None:
     settings, dt, q = st.settings, st.dt, st.q
-    fs_guess = st.fits["both"].Fs if "both" in st.fits else st.p.Fs
-    vs_now = st.fits["both"].vs if "both" in st.fits else st.p.vs
+    determined = "both" in st.fits and "both" not in st.lines
+    fs_guess = st.fits["both"].Fs if determined else st.p.Fs
+    vs_now = st.fits["both"].vs if determined else st.p.vs
     peak = min(settings.breakaway_peak_factor * fs_guess, st.cfg.safety.torque_limit_nm)
     rate = peak / settings.breakaway_ramp_s
     v_on = settings.breakaway_onset_factor * vs_now
@@ -920,7 +939,10 @@ def _fit_ringing(st: _State) -> None:
     rec = st.ringing_rec
     fit = st.fits.get("both")
     base_vals = st.p.as_dict()
-    if fit is not None:
+    if "both" in st.lines:
+        base_vals.update(Fc=st.lines["both"].Fc, sigma2=st.lines["both"].sigma2)
+        base_vals["Fs"] = max(base_vals["Fs"], base_vals["Fc"])
+    elif fit is not None:
         base_vals.update(Fc=fit.Fc, Fs=max(fit.Fs, fit.Fc), vs=fit.vs, sigma2=fit.sigma2, delta=fit.delta)
     if st.presliding is not None:
         base_vals["sigma0"] = st.presliding.sigma0
@@ -972,12 +994,18 @@ def _breakaway_summary(st: _State) -> dict[str, Any]:
     return out
 
 
-def _direction_set(st: _State, fit: Optional[StribeckFit], fs: Optional[float], fs_se: float,
+def _direction_set(st: _State, direction: str, fs: Optional[float], fs_se: float,
                    sources: dict[str, str]) -> tuple[LuGreParams, dict[str, float]]:
     p = st.p
     vals = p.as_dict()
     unc = {k: math.nan for k in PARAM_NAMES}
-    if fit is not None:
+    fit = st.fits.get(direction)
+    line = st.lines.get(direction)
+    if line is not None:
+        vals.update(Fc=line.Fc, sigma2=line.sigma2)
+        unc.update(Fc=line.se["Fc"], sigma2=line.se["sigma2"])
+        sources.update(Fc="sweep (line)", sigma2="sweep (line)", vs="prior (not determined)")
+    elif fit is not None:
         vals.update(Fc=fit.Fc, Fs=fit.Fs, vs=fit.vs, sigma2=fit.sigma2, delta=fit.delta)
         unc.update(Fc=fit.se["Fc"], Fs=fit.se["Fs"], vs=fit.se["vs"], sigma2=fit.se["sigma2"],
                    delta=fit.se["delta"])
@@ -986,7 +1014,12 @@ def _direction_set(st: _State, fit: Optional[StribeckFit], fs: Optional[float], 
         sources["delta"] = "sweep" if fit.fit_delta else "fixed"
     if fs is not None and math.isfinite(fs):
         vals["Fs"] = fs
-        unc["Fs"] = fs_se if math.isfinite(fs_se) else unc["Fs"]
+        stat = fs_se if math.isfinite(fs_se) else 0.0
+        # the breakaway and the sweep's extrapolation measure Fs differently (LuGre's
+        # breakaway depends on the torque rate): half their difference counts as a
+        # systematic part of the uncertainty
+        sys_part = 0.5 * abs(fs - fit.Fs) if fit is not None and line is None else 0.0
+        unc["Fs"] = math.hypot(stat, sys_part) if (stat or sys_part) else unc["Fs"]
         sources["Fs"] = "breakaway"
     if vals["Fs"] < vals["Fc"]:
         st.warnings.append(f"Fs {vals['Fs']:.4g} < Fc {vals['Fc']:.4g}: Fs set to Fc")
@@ -1008,19 +1041,21 @@ def _assemble(st: _State) -> IdentifyResult:
     settings = st.settings
     sources = {k: "prior" for k in PARAM_NAMES}
     brk = _breakaway_summary(st)
-    both, unc = _direction_set(st, st.fits.get("both"), brk.get("Fs"), brk.get("se", math.nan), sources)
+    both, unc = _direction_set(st, "both", brk.get("Fs"), brk.get("se", math.nan), sources)
     directional = False
     asym: dict[str, Any] = {}
     ff, fr = st.fits.get("forward"), st.fits.get("reverse")
     if ff is not None and fr is not None:
         srcs = dict(sources)
-        fwd, unc_f = _direction_set(st, ff, brk.get("Fs_forward"), brk.get("Fs_forward_se", math.nan), srcs)
-        rev, unc_r = _direction_set(st, fr, brk.get("Fs_reverse"), brk.get("Fs_reverse_se", math.nan), srcs)
+        fwd, unc_f = _direction_set(st, "forward", brk.get("Fs_forward"), brk.get("Fs_forward_se", math.nan), srcs)
+        rev, unc_r = _direction_set(st, "reverse", brk.get("Fs_reverse"), brk.get("Fs_reverse_se", math.nan), srcs)
         for k in ("Fc", "Fs", "sigma2"):
             a, b = getattr(fwd, k), getattr(rev, k)
             # the position-dependent torque biases the two directions in opposite senses:
             # the errors are anti-correlated, so the SE of the difference is the sum
             se = unc_f[k] + unc_r[k]
+            if not math.isfinite(se):
+                se = math.inf  # not measured in both directions: no claim of a difference
             mean = 0.5 * (abs(a) + abs(b))
             diff = abs(a - b)
             sig = (diff > settings.asymmetry_sigmas * se if math.isfinite(se) else False)

@@ -201,6 +201,50 @@ def fit_stribeck(v, torque, *, delta: float = 2.0, fit_delta: bool = False,
     )
 
 
+def stribeck_determined(fit: StribeckFit, *, max_rel_se: float = 0.5) -> tuple[bool, str]:
+    """Whether the points pinned down the Stribeck part (Fs − Fc and vs), with the reason if not.
+
+    Without steady points on the falling part of the curve (all rejected as stick-slip, or the
+    sweep started above vs) Fs − Fc and vs trade off freely: they run to a bound, or their
+    standard errors exceed ``max_rel_se`` of the value."""
+    if "lnvs" in fit.at_bound or "dF" in fit.at_bound and fit.Fs > fit.Fc:
+        return False, f"Stribeck part at a bound of the fit ({', '.join(fit.at_bound)})"
+    for name, value in (("vs", fit.vs), ("Fs", fit.Fs - fit.Fc)):
+        se = fit.se["vs" if name == "vs" else "Fs"]
+        if value > 0 and not (se <= max_rel_se * value):
+            return False, f"{name} not determined by the points (standard error {se:.3g})"
+    return True, ""
+
+
+@dataclass(frozen=True)
+class LineFit:
+    """Coulomb + viscous F = Fc + sigma2·|v| (:func:`fit_coulomb_viscous`)."""
+
+    Fc: float
+    sigma2: float
+    se: dict[str, float]
+    rms_residual_nm: float
+    n_points: int
+
+
+def fit_coulomb_viscous(v, torque, *, noise_floor_nm: float = 0.0) -> LineFit:
+    """Least-squares line F = Fc + sigma2·|v| through steady points (the fallback when the
+    Stribeck part is not determined); sigma2 held at 0 if the line would fall."""
+    v = np.abs(np.asarray(v, dtype=float))
+    T = np.asarray(torque, dtype=float)
+    if v.size < 2:
+        raise ValueError(f"a line needs at least 2 points, got {v.size}")
+    A = np.column_stack([np.ones_like(v), v])
+    coef, *_ = np.linalg.lstsq(A, T, rcond=None)
+    if coef[1] < 0:
+        A = A[:, :1]
+        coef = np.array([float(np.mean(T)), 0.0])
+    res = T - (coef[0] + coef[1] * v)
+    cov, _ = jacobian_covariance(A, res, noise_floor=noise_floor_nm)
+    se = {"Fc": math.sqrt(cov[0, 0]), "sigma2": math.sqrt(cov[1, 1]) if A.shape[1] == 2 else 0.0}
+    return LineFit(float(coef[0]), float(coef[1]), se, float(math.sqrt(np.mean(res**2))), int(v.size))
+
+
 # --- constant-velocity windows ------------------------------------------------------------------
 
 
