@@ -621,8 +621,8 @@ def _analyse_speed(v: float, segs: dict[int, tuple[np.ndarray, np.ndarray]], dt:
         cf = float(np.mean(tf)) - out[1]["torque_nm"]
         cr = float(np.mean(tr)) - out[-1]["torque_nm"]
         both = out[1]["used"] and out[-1]["used"]
-        reason = "" if both else "a direction was rejected: " + "; ".join(
-            o["reason"] for o in out.values() if o["reason"])
+        reason = "" if both else "rejected in " + " and ".join(
+            o["direction"] for o in out.values() if not o["used"])
         points.append({
             "speed_rad_s": v, "direction": "both", "friction_nm": 0.5 * ((mf - cf) - (mr - cr)),
             "offset_nm": 0.5 * ((mf - cf) + (mr - cr)), "n": nf + nr, "overlap": overlap,
@@ -635,7 +635,7 @@ def _analyse_speed(v: float, segs: dict[int, tuple[np.ndarray, np.ndarray]], dt:
 
 def position_ripple(points: list[dict[str, Any]]) -> float:
     """The largest position-dependent torque ripple seen at any speed [N·m] (0 if unknown)."""
-    vals = [p.get("ripple_nm", 0.0) for p in points if p["direction"] == "both"]
+    vals = [p.get("ripple_nm", 0.0) for p in points if p["direction"] == "both" and p["used"]]
     vals = [v for v in vals if v is not None and math.isfinite(v)]
     return float(max(vals)) if vals else 0.0
 
@@ -1086,7 +1086,7 @@ def _assemble(st: _State) -> IdentifyResult:
             "skipped": st.skipped,
             "rms_residual_nm": {d: _r(f.rms_residual_nm) for d, f in st.fits.items()},
             "at_bound": {d: list(f.at_bound) for d, f in st.fits.items() if f.at_bound},
-            "Fs_sweep": _r(st.fits["both"].Fs) if "both" in st.fits else None,
+            "Fs_sweep": _r(st.fits["both"].Fs) if "both" in st.fits and "both" not in st.lines else None,
             "position_ripple_nm": _r(position_ripple(st.points)),
             "notes": dict(st.fit_notes),
         } if st.points else {"run": False},
