@@ -82,7 +82,7 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     reidentify: bool = False
     fc_hat_final_nm: float = math.nan
-    drive_enabled_at_exit: bool = False  # must always be False: checked by tests
+    drive_enabled_at_exit: bool = False  # True unless the drive confirmed the disable
 
 
 class ControlLoop:
@@ -125,20 +125,22 @@ class ControlLoop:
         gc.collect()
         gc.freeze()  # nothing allocated so far is scanned again during the run
         gc.disable()
-        ticks = 0
+        self._k = 0
         stop_reason = "completed"
         try:
             backend.open()
             backend.enable()
-            ticks, stop_reason = self._ticks()
-        except FrictionctlError as err:
-            self.safety.trip(FaultKind.COMMUNICATION, f"{type(err).__name__}: {err}")
-            stop_reason = f"fault: {self.safety.message}"
+            stop_reason = self._ticks()
+        except Exception as err:  # noqa: BLE001 - any escape ends in the safe stop below
+            kind = FaultKind.COMMUNICATION if isinstance(err, FrictionctlError) else FaultKind.INTERNAL
+            self.safety.trip(kind, f"{type(err).__name__}: {err}")
+            stop_reason = f"fault: {kind.name}: {self.safety.message}"
         finally:
             backend.safe_stop()
             if gc_was_enabled:
                 gc.enable()
             gc.unfreeze()
+        ticks = self._k
         faults = []
         if self.safety.faulted and self.safety.fault is not FaultKind.STOP_REQUESTED:
             faults.append(f"{self.safety.fault.name}: {self.safety.message}")
@@ -151,8 +153,8 @@ class ControlLoop:
             drive_enabled_at_exit=backend.enabled,
         )
 
-    def _ticks(self) -> tuple[int, str]:
-        """The tick loop. Returns (ticks run, stop reason)."""
+    def _ticks(self) -> str:
+        """The tick loop (``self._k`` counts the ticks run). Returns the stop reason."""
         cfg = self.cfg
         backend, clock, safety, law = self.backend, self.clock, self.safety, self.law
         velocity, reference, sink, status = self.velocity, self.reference, self.log_sink, self.status
@@ -173,10 +175,12 @@ class ControlLoop:
         t0 = clock.now() + dt
         progress_every = max(1, int(round(1.0 / dt)))
         u_last = 0.0
+        u_stop = 0.0  # the command when the safe stop began: the ramp starts there
         stopping_at = -1  # tick at which the safe stop began
         stop_reason = "completed"
         k = 0
         while True:
+            self._k = k
             deadline = t0 + k * dt
             clock.sleep_until(deadline)
             start = clock.now()
@@ -192,8 +196,8 @@ class ControlLoop:
             # read
             try:
                 fb = backend.read()
-            except FrictionctlError as err:
-                safety.trip(FaultKind.COMMUNICATION, f"read: {err}", t_ref)
+            except Exception as err:  # noqa: BLE001 - vendor errors included: a fault, not a crash
+                safety.trip(FaultKind.COMMUNICATION, f"read: {type(err).__name__}: {err}", t_ref)
                 fb = None
             c0 = perf()  # controller compute: from here to just before the write
             if fb is not None:
@@ -218,8 +222,8 @@ class ControlLoop:
                 sig.true_friction_nm = truth()
                 try:
                     u = law.step(sig, dt)
-                except (ArithmeticError, ValueError) as err:
-                    safety.trip(FaultKind.ESTIMATOR, f"compensator: {err}", t_ref)
+                except Exception as err:  # noqa: BLE001
+                    safety.trip(FaultKind.ESTIMATOR, f"compensator: {type(err).__name__}: {err}", t_ref)
                     u = NAN
                 ff = law.ff_nm
                 fault = safety.check(t_ref, fb, pos, vel, pos_ref, vel_ref, u)
@@ -232,19 +236,29 @@ class ControlLoop:
                 stopping_at = k
                 stop_reason = f"fault: {safety.fault.name}: {safety.message}"
             if stopping_at >= 0:
-                # safe stop: ramp from the last command to zero, then disable
+                # safe stop: a linear ramp from the command at the stop to zero, then disable;
+                # at once if the drive can no longer be trusted with it
+                if k == stopping_at:
+                    u_stop = u_last if math.isfinite(u_last) else 0.0
                 j = k - stopping_at + 1
-                u = u_last * max(0.0, 1.0 - j / ramp_ticks) if math.isfinite(u_last) else 0.0
+                u = u_stop * max(0.0, 1.0 - j / ramp_ticks)
                 ff = 0.0
+                if fb is None or fb.state is DriveState.FAULT or fb.fault_code or pos != pos:
+                    backend.safe_stop()
+                if stop_reason == "completed" and safety.faulted:
+                    stop_reason = f"fault: {safety.fault.name}: {safety.message}"
             compute_us = (perf() - c0) * 1e6
             # write
             if backend.enabled:
                 try:
                     backend.write(u)
-                except FrictionctlError as err:
-                    safety.trip(FaultKind.COMMUNICATION, f"write: {err}", t_ref)
+                except Exception as err:  # noqa: BLE001
+                    safety.trip(FaultKind.COMMUNICATION, f"write: {type(err).__name__}: {err}", t_ref)
                     backend.safe_stop()
                     u = 0.0
+                    if stopping_at < 0:
+                        stopping_at = k
+                        stop_reason = f"fault: COMMUNICATION: {safety.message}"
             else:
                 u = 0.0  # nothing is sent to a disabled drive: log what it actually gets
             u_last = u
@@ -257,10 +271,10 @@ class ControlLoop:
                 try:
                     sink.append(self._row(t_ref, pos, vel, pos_ref, vel_ref, acc_ref, fb, u, ff,
                                           late_us, compute_us, overrun))
-                except FrictionctlError as err:
-                    safety.trip(FaultKind.LOG_OVERFLOW, f"log: {err}", t_ref)
+                except Exception as err:  # noqa: BLE001
+                    safety.trip(FaultKind.LOG_OVERFLOW, f"log: {type(err).__name__}: {err}", t_ref)
                     if stopping_at < 0:
-                        stopping_at = k
+                        stopping_at = k + 1  # this tick's command is out: the ramp starts next
                         stop_reason = f"fault: LOG_OVERFLOW: {err}"
             status.tick = k
             status.t_s = t_ref
@@ -274,9 +288,9 @@ class ControlLoop:
                 self.progress(t_ref, self.duration_s)
             k += 1
             if stopping_at >= 0 and (k - stopping_at >= ramp_ticks or not backend.enabled):
-                if backend.enabled:
-                    backend.disable()
-                return k, stop_reason
+                self._k = k
+                backend.disable()
+                return stop_reason
 
     def _row(self, t, pos, vel, pos_ref, vel_ref, acc_ref, fb, u, ff, late_us, compute_us, overrun):
         pid, comp = self.pid, self.compensator

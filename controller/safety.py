@@ -15,6 +15,7 @@ Checks and the tick on which each trips (k = the first offending tick):
 | OVERRUN | max_consecutive overruns in a row, or max_per_second within 1 s | at the limit |
 | COMMUNICATION, LOG_OVERFLOW, ESTIMATOR | raised by the backend / log writer / estimator | k |
 | STOP_REQUESTED | SIGINT/SIGTERM or the caller asked to stop | k |
+| INTERNAL | an unexpected exception escaped the tick (a bug): safe stop at once | k |
 
 A fault latches: only :meth:`SafetyMonitor.reset` clears it (an explicit operator action).
 """
@@ -48,6 +49,7 @@ class FaultKind(enum.IntEnum):
     LOG_OVERFLOW = 11
     ESTIMATOR = 12
     STOP_REQUESTED = 13
+    INTERNAL = 14  # an unexpected exception escaped the tick
 
 
 class SafetyMonitor:

@@ -70,7 +70,8 @@ class Backend(abc.ABC):
 
     def __init__(self) -> None:
         self._opened = False
-        self._enabled = False
+        self._enabled = False  # the drive (as far as we know) accepts torque
+        self._writable = False  # write() is allowed: False from the first step of a disable
 
     # --- lifecycle ---------------------------------------------------------------------------
     def open(self) -> None:
@@ -95,11 +96,15 @@ class Backend(abc.ABC):
         if not self._enabled:
             self._enable(timeout_s)
             self._enabled = True
+            self._writable = True
 
     def disable(self) -> None:
+        """Power stage off. Writes are refused from here on even if the hook fails; ``enabled``
+        stays True until the drive confirmed (a failed disable is never reported as done)."""
+        self._writable = False
         if self._enabled:
-            self._enabled = False  # refuse further writes even if the hook fails
             self._disable()
+            self._enabled = False
 
     @property
     def is_open(self) -> bool:
@@ -116,7 +121,7 @@ class Backend(abc.ABC):
         return self._read()
 
     def write(self, torque_nm: float) -> None:
-        if not self._enabled:
+        if not self._writable:
             raise NotEnabledError(f"{self.name}: write({torque_nm!r}) refused: not enabled")
         if not math.isfinite(torque_nm):
             raise BackendError(f"{self.name}: write({torque_nm!r}) refused: not finite")
@@ -128,17 +133,23 @@ class Backend(abc.ABC):
             self._reset_fault()
 
     def safe_stop(self) -> None:
-        """Zero torque, then disable. Never raises: errors are logged."""
-        if self._enabled:
-            try:
-                self._write(0.0)
-            except Exception as err:  # noqa: BLE001 - a safe stop must not raise
-                log.error("%s: safe_stop: zero torque failed: %s", self.name, err)
+        """Zero torque, then disable. Never raises (errors are logged); the disable runs even if
+        the zero-torque write is interrupted. After a failed disable ``enabled`` stays True."""
+        was_writable = self._writable
+        self._writable = False
         try:
-            self._enabled = False
-            self._disable()
-        except Exception as err:  # noqa: BLE001
-            log.error("%s: safe_stop: disable failed: %s", self.name, err)
+            if was_writable:
+                try:
+                    self._write(0.0)
+                except Exception as err:  # noqa: BLE001 - a safe stop must not raise
+                    log.error("%s: safe_stop: zero torque failed: %s", self.name, err)
+        finally:
+            if self._opened or self._enabled:
+                try:
+                    self._disable()
+                    self._enabled = False
+                except Exception as err:  # noqa: BLE001
+                    log.error("%s: safe_stop: disable failed: %s", self.name, err)
 
     # --- context manager ---------------------------------------------------------------------
     def __enter__(self) -> "Backend":

@@ -244,7 +244,14 @@ def _data(node_id: int, cmd: Cmd, payload: bytes) -> Frame:
 
 
 def _two_f32(node_id: int, cmd: Cmd, a: float, b: float) -> Frame:
+    """Two f32 at @0 and @4."""
     return _data(node_id, cmd, struct.pack("<ff", a, b))
+
+
+def _decode_two_f32(frame: Frame, cmd: Cmd, what_a: str, what_b: str) -> tuple[float, float]:
+    """The two finite f32 at @0 and @4 of an 8-byte ``cmd`` frame (``what_*`` name them in errors)."""
+    _check(frame, cmd, 8)
+    return _f32(frame, 0, what_a), _f32(frame, 4, what_b)
 
 
 def encode_request(node_id: int, cmd: Cmd, rtr: bool = True) -> Frame:
@@ -346,8 +353,7 @@ def encode_set_limits(node_id: int, vel_limit_turns_s: float, current_limit_a: f
 
 def decode_set_limits(frame: Frame) -> tuple[float, float]:
     """(vel_limit [turns/s], current_limit [A])."""
-    _check(frame, Cmd.SET_LIMITS, 8)
-    return _f32(frame, 0, "vel_limit"), _f32(frame, 4, "current_limit")
+    return _decode_two_f32(frame, Cmd.SET_LIMITS, "vel_limit", "current_limit")
 
 
 # --- telemetry, drive → host ---------------------------------------------------------------------
@@ -364,8 +370,8 @@ def encode_encoder_estimates(node_id: int, pos_turns: float, vel_turns_s: float)
 
 
 def decode_encoder_estimates(frame: Frame) -> EncoderEstimates:
-    _check(frame, Cmd.GET_ENCODER_ESTIMATES, 8)
-    return EncoderEstimates(_f32(frame, 0, "pos_estimate"), _f32(frame, 4, "vel_estimate"))
+    return EncoderEstimates(*_decode_two_f32(frame, Cmd.GET_ENCODER_ESTIMATES, "pos_estimate",
+                                             "vel_estimate"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,8 +385,7 @@ def encode_iq(node_id: int, setpoint_a: float, measured_a: float) -> Frame:
 
 
 def decode_iq(frame: Frame) -> Iq:
-    _check(frame, Cmd.GET_IQ, 8)
-    return Iq(_f32(frame, 0, "Iq_setpoint"), _f32(frame, 4, "Iq_measured"))
+    return Iq(*_decode_two_f32(frame, Cmd.GET_IQ, "Iq_setpoint", "Iq_measured"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,8 +399,8 @@ def encode_bus_voltage_current(node_id: int, voltage_v: float, current_a: float)
 
 
 def decode_bus_voltage_current(frame: Frame) -> BusVoltageCurrent:
-    _check(frame, Cmd.GET_BUS_VOLTAGE_CURRENT, 8)
-    return BusVoltageCurrent(_f32(frame, 0, "bus_voltage"), _f32(frame, 4, "bus_current"))
+    return BusVoltageCurrent(*_decode_two_f32(frame, Cmd.GET_BUS_VOLTAGE_CURRENT, "bus_voltage",
+                                              "bus_current"))
 
 
 def encode_motor_error(node_id: int, motor_error: int) -> Frame:

@@ -36,12 +36,9 @@ Fault injection: :meth:`inject_garbage` (bytes put on the line ahead of the next
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
 import os
 import select
-import threading
 import time
 import tty
 from pathlib import Path
@@ -51,9 +48,8 @@ from controller.config import PlantConfig
 from drivers.odrive_ascii_codec import (CMD_CLEAR_ERRORS, MAX_LINE_BYTES, decode_request,
                                         encode_reply, format_feedback, format_read_value,
                                         split_request_lines)
-from drivers.odrive_codec import AxisState, ControlMode
-from hil.odrive_axis import EmuMode, ODriveAxis
-from hil.plant import Turntable
+from drivers.odrive_codec import ControlMode
+from hil.odrive_axis import EmuMode, ODriveEmulatorBase
 
 _POLL_S = 0.005  # longest the service thread blocks in select [s]
 BITS_PER_BYTE = 10  # start + 8 data + stop
@@ -63,7 +59,7 @@ _Getter = Callable[[], _Value]
 _Setter = Callable[[str, float], None]  # (value text, now [s])
 
 
-class ODriveAsciiEmulator:
+class ODriveAsciiEmulator(ODriveEmulatorBase):
     """An ODrive's USB/UART ASCII console on a pty. Context manager, or ``start()``/``stop()``."""
 
     def __init__(self, plant: PlantConfig, *, seed: int = 0, mode: EmuMode | str = EmuMode.LOCKSTEP,
@@ -74,31 +70,21 @@ class ODriveAsciiEmulator:
         """``dt_s``: plant period [s]; ``watchdog_timeout_s``: initial drive watchdog [s] (None =
         disabled; the host may enable it with ``w axisN.config.enable_watchdog 1``);
         ``baudrate``: pace replies as a UART at this rate (None = as fast as the pty)."""
-        self.mode = EmuMode(mode)
+        super().__init__(plant, seed=seed, mode=mode, dt_s=dt_s,
+                         watchdog_timeout_s=watchdog_timeout_s, bus_voltage_v=bus_voltage_v,
+                         clock=clock)
         self.axis_number = axis
-        self.axis = ODriveAxis(plant, seed, dt_s=dt_s, watchdog_timeout_s=watchdog_timeout_s,
-                               bus_voltage_v=bus_voltage_v)
         self.baudrate = baudrate
-        self._clock = clock
         self._byte_log_arg = byte_log
         self._byte_log: TextIO | None = None
         self._owns_log = False
-        self._lock = threading.RLock()
-        self._changed = threading.Condition(self._lock)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._master = -1
         self._slave = -1
         self._wake_r = self._wake_w = -1
         self._close_requested = False
         self._rx = b""
-        self._pending: list[tuple[float, int, bytes]] = []  # (due, seq, bytes) paced/delayed writes
-        self._seq = itertools.count()
         self._rx_free = self._tx_free = 0.0
         self._garbage = b""
-        self._drop_remaining = 0
-        self._delay_remaining = 0
-        self._delay_s = 0.0
         self._t0 = 0.0
         self.port_name = ""
         self.port_closed = False
@@ -123,18 +109,12 @@ class ODriveAsciiEmulator:
             self._byte_log = self._byte_log_arg
         self._t0 = self._clock()
         self._next_step = self._t0 + self.axis.dt_s
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="odrive-ascii-emu", daemon=True)
-        self._thread.start()
+        self._start_thread("odrive-ascii-emu")
         return self
 
     def stop(self) -> None:
         """Stop the thread, close both pty ends and the byte log. Safe to call twice."""
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._stop.set()
-            self._wake()
-            thread.join(timeout=2.0)
+        self._join_thread()
         with self._lock:
             for fd in (self._master, self._slave, self._wake_r, self._wake_w):
                 if fd >= 0:
@@ -143,32 +123,6 @@ class ODriveAsciiEmulator:
             if self._byte_log is not None and self._owns_log:
                 self._byte_log.close()
             self._byte_log = None
-
-    def __enter__(self) -> "ODriveAsciiEmulator":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    # --- observation -------------------------------------------------------------------------------
-    @property
-    def plant(self) -> Turntable:
-        return self.axis.plant
-
-    @property
-    def axis_state(self) -> AxisState:
-        with self._lock:
-            return self.axis.state
-
-    @property
-    def axis_error(self) -> int:
-        with self._lock:
-            return self.axis.error
-
-    def wait_for(self, predicate: Callable[["ODriveAsciiEmulator"], bool], timeout_s: float) -> bool:
-        """Block until ``predicate(self)`` holds (checked after every event) or the timeout [s]."""
-        with self._changed:
-            return self._changed.wait_for(lambda: predicate(self), timeout=timeout_s)
 
     # --- fault injection ---------------------------------------------------------------------------
     def inject_garbage(self, data: bytes) -> None:
@@ -182,23 +136,6 @@ class ODriveAsciiEmulator:
             self._close_requested = True
             self._wake()
             self._changed.wait_for(lambda: self.port_closed, timeout=timeout_s)
-
-    def drop_next(self, n: int = 1) -> None:
-        """Swallow the next ``n`` replies."""
-        with self._lock:
-            self._drop_remaining += n
-
-    def delay_next(self, n: int, delay_s: float) -> None:
-        """Send the next ``n`` replies ``delay_s`` seconds late."""
-        with self._lock:
-            self._delay_remaining = n
-            self._delay_s = delay_s
-
-    def inject_axis_error(self, code: int) -> None:
-        """Latch axis error bits (the axis drops to IDLE)."""
-        with self._changed:
-            self.axis.fail(code)
-            self._changed.notify_all()
 
     # --- service thread ----------------------------------------------------------------------------
     def _wake(self) -> None:
@@ -233,26 +170,8 @@ class ODriveAsciiEmulator:
         os.close(self._master)
         self._master = -1
         self.port_closed = True
-        self._pending.clear()
+        self._queued.clear()
         self._changed.notify_all()
-
-    def _next_event(self) -> float:
-        t = self.axis.watchdog_deadline_s()
-        if self.mode is EmuMode.REALTIME:
-            t = min(t, self._next_step)
-        if self._pending:
-            t = min(t, self._pending[0][0])
-        return t
-
-    def _timers(self, now: float) -> None:
-        if self.mode is EmuMode.REALTIME:
-            while self._next_step <= now:
-                self.axis.step()
-                self._next_step += self.axis.dt_s
-        self.axis.check_watchdog(now)
-        while self._pending and self._pending[0][0] <= now:
-            _, _, data = heapq.heappop(self._pending)
-            self._write(data, now)
 
     def _on_bytes(self, data: bytes, now: float) -> None:
         lines, self._rx = split_request_lines(self._rx + data)
@@ -297,7 +216,10 @@ class ODriveAsciiEmulator:
         if due <= now:
             self._write(data, now)
         else:
-            heapq.heappush(self._pending, (due, next(self._seq), data))
+            self._queue(due, data)  # paced or delayed: written by _send_queued
+
+    def _send_queued(self, item: bytes, now: float) -> None:
+        self._write(item, now)
 
     def _write(self, data: bytes, now: float) -> None:
         if self.port_closed:

@@ -21,7 +21,9 @@ Set_Input_Torque received (in any state: in IDLE the current command is zero) â€
 the feedback a request returns is the plant after the torque commands received before it.
 REALTIME advances the plant against the wall clock in the service thread.
 
-Fault injection: :meth:`drop_next`, :meth:`delay_next`, :meth:`inject_axis_error`,
+Fault injection: :meth:`drop_next`, :meth:`delay_next` (response frames: replies to Get_*
+requests and cyclic feedback, heartbeats are not affected; a delayed frame's content is as of
+the request), :meth:`inject_axis_error`,
 :meth:`send_error_frame`, :meth:`expire_watchdog`. Capture: ``capture`` is a ``can.Listener`` or a
 path for ``can.Logger`` (format from the extension: ``.log`` candump, ``.asc``, ...); it receives
 every frame the emulator receives and sends.
@@ -29,10 +31,7 @@ every frame the emulator receives and sends.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
-import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -41,14 +40,13 @@ import can
 
 from controller.config import PlantConfig
 from drivers.errors import ProtocolError
-from drivers.odrive_codec import (REQUESTABLE, AxisError, AxisState, Cmd, Frame,
+from drivers.odrive_codec import (REQUESTABLE, AxisError, Cmd, Frame,
                                   decode_set_axis_state, decode_set_controller_mode,
                                   decode_set_input_torque,
                                   decode_set_limits, encode_bus_voltage_current,
                                   encode_encoder_estimates, encode_heartbeat, encode_iq,
                                   encode_motor_error)
-from hil.odrive_axis import EmuMode, ODriveAxis
-from hil.plant import Turntable
+from hil.odrive_axis import EmuMode, ODriveEmulatorBase
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +58,7 @@ def to_message(frame: Frame) -> can.Message:
                        dlc=len(frame.data), is_remote_frame=frame.rtr, is_extended_id=False)
 
 
-class ODriveCanEmulator:
+class ODriveCanEmulator(ODriveEmulatorBase):
     """An ODrive axis on a CAN bus. Use as a context manager, or ``start()`` / ``stop()``."""
 
     def __init__(self, plant: PlantConfig, *, channel: str, node_id: int = 0, seed: int = 0,
@@ -72,29 +70,19 @@ class ODriveCanEmulator:
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``dt_s``: plant period [s]; ``heartbeat_period_s``: wall-time heartbeat [s] (None = off);
         ``watchdog_timeout_s``: drive watchdog [s] (None = disabled); ``clock``: wall time [s]."""
-        self.mode = EmuMode(mode)
+        super().__init__(plant, seed=seed, mode=mode, dt_s=dt_s,
+                         watchdog_timeout_s=watchdog_timeout_s, bus_voltage_v=bus_voltage_v,
+                         clock=clock)
         self.node_id = node_id
         self.channel = channel
         self.interface = interface
         self.heartbeat_period_s = heartbeat_period_s
         self.heartbeat_every_ticks = heartbeat_every_ticks
         self.cyclic_feedback = cyclic_feedback
-        self.axis = ODriveAxis(plant, seed, dt_s=dt_s, watchdog_timeout_s=watchdog_timeout_s,
-                               bus_voltage_v=bus_voltage_v)
         self._capture_arg = capture
         self._capture: can.Listener | None = None
         self._owns_capture = False
-        self._clock = clock
-        self._lock = threading.RLock()
-        self._changed = threading.Condition(self._lock)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._bus: can.BusABC | None = None
-        self._delayed: list[tuple[float, int, Frame]] = []
-        self._seq = itertools.count()
-        self._drop_remaining = 0
-        self._delay_remaining = 0
-        self._delay_s = 0.0
         # counters (read by tests)
         self.frames_received = 0
         self.requests_answered = 0
@@ -112,21 +100,15 @@ class ODriveCanEmulator:
             self._owns_capture = True
         else:
             self._capture = self._capture_arg
-        self._stop.clear()
         now = self._clock()
         self._next_heartbeat = now
         self._next_step = now + self.axis.dt_s
-        self._thread = threading.Thread(target=self._run, name=f"odrive-can-emu-{self.node_id}",
-                                        daemon=True)
-        self._thread.start()
+        self._start_thread(f"odrive-can-emu-{self.node_id}")
         return self
 
     def stop(self) -> None:
         """Stop the service thread, release the bus and the capture. Safe to call twice."""
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._stop.set()
-            thread.join(timeout=2.0)
+        self._join_thread()
         with self._lock:
             if self._bus is not None:
                 self._bus.shutdown()
@@ -135,53 +117,14 @@ class ODriveCanEmulator:
                 self._capture.stop()
             self._capture = None
 
-    def __enter__(self) -> "ODriveCanEmulator":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    # --- observation -------------------------------------------------------------------------------
-    @property
-    def plant(self) -> Turntable:
-        return self.axis.plant
-
-    @property
-    def axis_state(self) -> AxisState:
-        with self._lock:
-            return self.axis.state
-
-    @property
-    def axis_error(self) -> int:
-        with self._lock:
-            return self.axis.error
-
-    def wait_for(self, predicate: Callable[["ODriveCanEmulator"], bool], timeout_s: float) -> bool:
-        """Block until ``predicate(self)`` holds (checked after every event) or the timeout [s]."""
-        with self._changed:
-            return self._changed.wait_for(lambda: predicate(self), timeout=timeout_s)
-
     # --- fault injection ---------------------------------------------------------------------------
-    def drop_next(self, n: int = 1) -> None:
-        """Drop the next ``n`` response frames (replies to Get_* requests and cyclic feedback;
-        heartbeats are not affected)."""
-        with self._lock:
-            self._drop_remaining += n
-
-    def delay_next(self, n: int, delay_s: float) -> None:
-        """Send the next ``n`` response frames ``delay_s`` seconds late (content as of the request)."""
-        with self._lock:
-            self._delay_remaining = n
-            self._delay_s = delay_s
-
     def inject_axis_error(self, code: int, announce: bool = True) -> None:
         """Latch axis error bits (the axis drops to IDLE). ``announce``: send a heartbeat now
         instead of at the next period, so the host sees it on its next read."""
         with self._changed:
-            self.axis.fail(code)
+            super().inject_axis_error(code)
             if announce:
-                self._send(encode_heartbeat(self.node_id, self.axis.heartbeat()))
-            self._changed.notify_all()
+                self.send_heartbeat()
 
     def expire_watchdog(self) -> None:
         """Expire the drive watchdog now (as if the host had gone silent)."""
@@ -214,30 +157,22 @@ class ODriveCanEmulator:
 
     def _next_event(self) -> float:
         with self._lock:
-            t = self.axis.watchdog_deadline_s()
+            t = super()._next_event()
             if self.heartbeat_period_s:
                 t = min(t, self._next_heartbeat)
-            if self.mode is EmuMode.REALTIME:
-                t = min(t, self._next_step)
-            if self._delayed:
-                t = min(t, self._delayed[0][0])
             return t
 
-    def _timers(self, now: float) -> None:
-        axis = self.axis
-        if self.mode is EmuMode.REALTIME:
-            while self._next_step <= now:
-                axis.step()
-                self._next_step += axis.dt_s
-                if self.cyclic_feedback:
-                    self._send_feedback()
-        axis.check_watchdog(now)
+    def _on_realtime_step(self) -> None:
+        if self.cyclic_feedback:
+            self._send_feedback()
+
+    def _periodic(self, now: float) -> None:
         if self.heartbeat_period_s and now >= self._next_heartbeat:
-            self._send(encode_heartbeat(self.node_id, axis.heartbeat()))
+            self._send(encode_heartbeat(self.node_id, self.axis.heartbeat()))
             self._next_heartbeat = max(self._next_heartbeat + self.heartbeat_period_s, now)
-        while self._delayed and self._delayed[0][0] <= now:
-            _, _, frame = heapq.heappop(self._delayed)
-            self._send(frame)
+
+    def _send_queued(self, item: Frame, now: float) -> None:
+        self._send(item)
 
     def _on_message(self, msg: can.Message, now: float) -> None:
         if self._capture is not None:
@@ -310,7 +245,7 @@ class ODriveCanEmulator:
             return
         if self._delay_remaining > 0:
             self._delay_remaining -= 1
-            heapq.heappush(self._delayed, (self._clock() + self._delay_s, next(self._seq), frame))
+            self._queue(self._clock() + self._delay_s, frame)
             return
         self._send(frame)
 

@@ -20,22 +20,33 @@ Experiments (defaults in :class:`IdentifySettings`):
 few up to 60 % of ``safety.velocity_limit_rad_s`` (σ2 lives there). At each speed the axis moves
 forward over a stretch of angle at constant speed, rests, and comes back over the same stretch.
 Speed is held by a position loop following a trapezoidal ramp (the project's PID with the
-triple-pole rule) plus feedforward of the prior's Stribeck curve and J·a_ref. Why a position
-loop and this bandwidth, measured on the simulated table (2^24 counts, 1 kHz): a loop's
-derivative gain must exceed the negative slope of the Stribeck curve (max (Fs − Fc)·√2·e^(−½)/vs
-for δ = 2, 6.9 N·m·s/rad on the reference table) or the axis stick-slips: at 2–5 Hz it did
-(mean torque 46 % low at 1e-4 rad/s); at 40 Hz the quantized encoder made the loop limit-cycle
-at low speed (the BRIEF's warning about stiff loops; 90 % low at 1e-4 rad/s); 10–20 Hz gave
-steady sliding from 1e-4 to 0.6 rad/s with mean torques within 0.2 % of the true curve. Default
-20 Hz, raised when the prior's negative slope asks for more derivative gain (kd >= 2·slope).
-A velocity PI loop is the same controller (its integral is the position error). The settle
-time at each speed covers ``settle_travel`` pre-sliding lengths Fs/sigma0 (the bristles must
-reach their steady deflection: 0.9 s at 1e-4 rad/s) and at least ``settle_s``. The steady
-torque is Kt·i averaged over the dwell, minus J·Δv/T (≈0); forward and reverse are averaged
-over the same stretch of angle, so cogging, unbalance and offsets cancel in the half
-difference (they do not in the per-direction values). Points whose windowed velocity shows
-stick-slip are dropped (:func:`hil.identify_fit.detect_stick_slip`). When the fitted vs lies
-outside [vs/1.5, 1.5·vs] of the prior, a second pass adds speeds around the fitted vs.
+triple-pole rule; a velocity PI loop is the same controller, its integral being the position
+error) plus feedforward of the prior's Stribeck curve and J·a_ref. The loop's bandwidth is a
+compromise measured on the simulated table (2^24 counts, 1 kHz):
+
+- too soft and sliding on the falling part of the curve is unstable: the derivative gain must
+  exceed the negative slope of the Stribeck curve ((Fs − Fc)·√2·e^(−½)/vs at most for δ = 2;
+  6.9 N·m·s/rad on the reference table). At 2–5 Hz the axis stick-slipped (mean torque 46 %
+  low at 1e-4 rad/s);
+- too stiff and, at a fraction of a count per tick, the loop turns encoder quantization into a
+  velocity dither as large as the speed: the bristles never reach their steady deflection and
+  the mean friction drops (BRIEF §4's warning). At 40 Hz: −90 % at 1e-4 rad/s; with vs = 4 mrad/s
+  at 4e-5 rad/s: −19 % at 20 Hz, +0.3 % at 5–12 Hz. The windowed velocity cannot see this dither.
+
+So the bandwidth is scheduled per speed: ``bandwidth_hz`` (12 Hz), raised only where the prior's
+curve falls steeply near that speed (kd = 3Jω >= 2 × the local negative slope, see
+:func:`sweep_bandwidth`). With it the sweep's steady torques came within 0.3 % of the true curve
+from 1e-4 to 0.6 rad/s. Each speed settles for ``settle_travel`` pre-sliding lengths Fs/sigma0
+(from rest the bristles load and the loop catches up; 10–15 lengths left errors of 1–3 % at the
+lowest speeds, 30 sufficed) and at least ``settle_s``, then dwells. The steady torque is Kt·i
+averaged over the dwell, minus J·Δv/T (≈0); forward and reverse are averaged over the same stretch
+of angle, so cogging, unbalance and offsets cancel in the half difference (they do not in the per-
+direction values, whose uncertainty therefore includes the measured position-dependent torque
+ripple). Points whose windowed velocity shows stick-slip are dropped
+(:func:`hil.identify_fit.detect_stick_slip`). When the fitted vs lies outside [vs/1.5, 1.5·vs] of
+the prior, a second pass adds speeds around the fitted vs. When no steady point lies on the
+falling part (all rejected), Fc and σ2 come from a Coulomb + viscous line and vs stays the
+prior's, with a note.
 
 ``breakaway`` — from rest (zero torque, settled), a torque ramp to 2·Fs of the prior over 4 s,
 alternating directions at the same place. The breakaway torque is the peak of the
@@ -64,9 +75,10 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -85,8 +97,8 @@ from drivers.errors import FrictionctlError
 
 from .identify_fit import (
     Breakaway,
-    PreslidingFit,
     LineFit,
+    PreslidingFit,
     Sigma1Fit,
     StribeckFit,
     breakaway_from_ramp,
@@ -100,9 +112,7 @@ from .identify_fit import (
     presliding_sigma0,
     steady_torque,
     stribeck_determined,
-    stribeck_magnitude,
     windowed_velocity,
-    window_ticks_for,
 )
 
 EXPERIMENTS = ("sweep", "breakaway", "presliding", "sigma1")
@@ -178,7 +188,8 @@ class IdentifySettings:
         if self.breakaway_trials < 1 or self.ringing_repeats < 1:
             raise ValueError("breakaway_trials and ringing_repeats must be >= 1")
         if self.presliding_cycles < 2:
-            raise ValueError(f"presliding_cycles: must be >= 2 (the first is discarded), got {self.presliding_cycles}")
+            raise ValueError(f"presliding_cycles: must be >= 2 (the first is discarded), "
+                             f"got {self.presliding_cycles}")
         if not 0 < self.speed_top_fraction <= 1:
             raise ValueError(f"speed_top_fraction: must be in (0, 1], got {self.speed_top_fraction}")
         if not 0 < self.presliding_amplitude < 1 or not 0 < self.ringing_amplitude < 1:
@@ -244,8 +255,9 @@ class _Runner:
     """Ticks experiment laws at cfg.loop.rate_hz on the clock, under the safety layer."""
 
     def __init__(self, cfg: Config, backend: Backend, clock: Clock, progress: Optional[Progress],
-                 total_s: float) -> None:
+                 total_s: float, stop_event: Optional[threading.Event] = None) -> None:
         self.cfg = cfg
+        self.stop_event = stop_event
         self.backend = backend
         self.clock = clock
         self.dt = cfg.loop.dt_s
@@ -274,6 +286,7 @@ class _Runner:
         u_last = 0.0
         stopping_at = -1
         reason = ""
+        enabled_at_fault = False
         k = 0
         try:
             if not backend.is_open:
@@ -290,6 +303,8 @@ class _Runner:
                 t = k * dt
                 if stopping_at < 0 and (law.done or k >= n_max):
                     stopping_at = k
+                if stopping_at < 0 and self.stop_event is not None and self.stop_event.is_set():
+                    safety.trip(FaultKind.STOP_REQUESTED, "stop requested", t)
                 try:
                     fb = backend.read()
                 except FrictionctlError as err:
@@ -319,6 +334,8 @@ class _Runner:
                     x_ref, v_ref = pos, 0.0
                     if stopping_at < 0:
                         stopping_at = k
+                if safety.faulted and not enabled_at_fault and stopping_at == k:
+                    enabled_at_fault = backend.enabled
                 if stopping_at >= 0:
                     j = k - stopping_at + 1
                     u = u_last * max(0.0, 1.0 - j / ramp_ticks) if math.isfinite(u_last) else 0.0
@@ -360,9 +377,13 @@ class _Runner:
         self.records.append(rec)
         if safety.faulted:
             when = "" if safety.fault_t_s != safety.fault_t_s else f" at t = {safety.fault_t_s:.3f} s"
+            how = ("torque ramped to zero, drive disabled" if enabled_at_fault
+                   else "drive disabled (it no longer accepted commands)")
+            what = ("stopped on request" if safety.fault is FaultKind.STOP_REQUESTED
+                    else "stopped by the safety layer")
             raise IdentificationError(
-                f"identify: experiment '{name}' stopped by the safety layer{when}: "
-                f"{safety.fault.name}: {safety.message}; torque ramped to zero and drive disabled")
+                f"identify: experiment '{name}' {what}{when}: {safety.fault.name}: "
+                f"{safety.message}; safe stop: {how}")
         if reason:
             rec.info["aborted"] = reason
         return rec
@@ -671,7 +692,7 @@ def _quick_fc(points: list[dict[str, Any]]) -> Optional[float]:
 def identify(cfg: Config, backend: Backend, clock: Clock, out_dir: str | Path, *,
              experiments: tuple[str, ...] = EXPERIMENTS, progress: Optional[Progress] = None,
              settings: IdentifySettings | None = None, prior: FrictionParams | None = None,
-             plot: bool = True) -> IdentifyResult:
+             plot: bool = True, stop_event: Optional[threading.Event] = None) -> IdentifyResult:
     """Run the identification experiments on ``backend`` and write the results to ``out_dir``.
 
     ``cfg``: loop rate, safety limits, believed J and Kt (controller), encoder resolution
@@ -680,6 +701,10 @@ def identify(cfg: Config, backend: Backend, clock: Clock, out_dir: str | Path, *
     ``EXPERIMENTS``, run in that order; a parameter no experiment measured keeps the prior's
     value (``diagnostics.sources`` says which). ``progress(done_s, total_s)``: called about once
     per second of experiment time (planned total; breakaway trials usually end early).
+
+    ``stop_event``: set it (e.g. from a SIGINT/SIGTERM handler) to stop: the running experiment
+    ramps the torque to zero, disables the drive and :class:`IdentificationError` says
+    "stopped on request".
 
     The backend is opened if needed, enabled per experiment and left disabled (not closed).
     Raises :class:`IdentificationError` on a safety fault (after the safe stop; the partial raw
@@ -701,7 +726,7 @@ def identify(cfg: Config, backend: Backend, clock: Clock, out_dir: str | Path, *
     speeds = sweep_speeds(cfg, prior, settings) if "sweep" in experiments else []
     sweep_plan = build_sweep(speeds, p, settings) if speeds else None
     total = _planned_seconds(settings, sweep_plan, experiments)
-    runner = _Runner(cfg, backend, clock, progress, total)
+    runner = _Runner(cfg, backend, clock, progress, total, stop_event)
     state = _State(cfg=cfg, settings=settings, prior=prior, p=p, dt=dt, J=J, q=q)
     try:
         if "sweep" in experiments:
@@ -954,6 +979,12 @@ def _fit_ringing(st: _State) -> None:
     except (ValueError, np.linalg.LinAlgError) as err:
         st.ringing_note = f"sigma1 fit failed: {err}"
         st.warnings.append(st.ringing_note)
+        return
+    amp_counts = rec.info.get("amplitude_nm", 0.0) / base.sigma0 / st.q
+    rec.info["ringing_counts"] = amp_counts
+    if amp_counts < 5.0:
+        st.warnings.append(f"sigma1 is quantization-limited: the ringing spans only {amp_counts:.1f} "
+                           "counts (stiff bristles); its standard error is optimistic")
 
 
 # --- assembling the result ----------------------------------------------------------------------
@@ -1016,9 +1047,9 @@ def _direction_set(st: _State, direction: str, fs: Optional[float], fs_se: float
         vals["Fs"] = fs
         stat = fs_se if math.isfinite(fs_se) else 0.0
         # the breakaway and the sweep's extrapolation measure Fs differently (LuGre's
-        # breakaway depends on the torque rate): half their difference counts as a
-        # systematic part of the uncertainty
-        sys_part = 0.5 * abs(fs - fit.Fs) if fit is not None and line is None else 0.0
+        # breakaway depends on the torque rate): their difference counts as a systematic
+        # part of the uncertainty
+        sys_part = abs(fs - fit.Fs) if fit is not None and line is None else 0.0
         unc["Fs"] = math.hypot(stat, sys_part) if (stat or sys_part) else unc["Fs"]
         sources["Fs"] = "breakaway"
     if vals["Fs"] < vals["Fc"]:
@@ -1047,9 +1078,12 @@ def _assemble(st: _State) -> IdentifyResult:
     ff, fr = st.fits.get("forward"), st.fits.get("reverse")
     if ff is not None and fr is not None:
         srcs = dict(sources)
-        fwd, unc_f = _direction_set(st, "forward", brk.get("Fs_forward"), brk.get("Fs_forward_se", math.nan), srcs)
-        rev, unc_r = _direction_set(st, "reverse", brk.get("Fs_reverse"), brk.get("Fs_reverse_se", math.nan), srcs)
-        for k in ("Fc", "Fs", "sigma2"):
+        fwd, unc_f = _direction_set(st, "forward", brk.get("Fs_forward"),
+                                    brk.get("Fs_forward_se", math.nan), srcs)
+        rev, unc_r = _direction_set(st, "reverse", brk.get("Fs_reverse"),
+                                    brk.get("Fs_reverse_se", math.nan), srcs)
+        pooled: list[str] = []
+        for k in ("Fc", "Fs", "vs", "sigma2"):
             a, b = getattr(fwd, k), getattr(rev, k)
             # the position-dependent torque biases the two directions in opposite senses:
             # the errors are anti-correlated, so the SE of the difference is the sum
@@ -1058,15 +1092,27 @@ def _assemble(st: _State) -> IdentifyResult:
                 se = math.inf  # not measured in both directions: no claim of a difference
             mean = 0.5 * (abs(a) + abs(b))
             diff = abs(a - b)
-            sig = (diff > settings.asymmetry_sigmas * se if math.isfinite(se) else False)
+            sig = diff > settings.asymmetry_sigmas * se
             big = diff > settings.asymmetry_min_rel * mean if mean > 0 else False
             asym[k] = {"forward": _r(a), "reverse": _r(b), "difference": _r(diff),
                        "se_difference": _r(se), "significant": bool(sig and big)}
-            directional |= bool(sig and big)
+            if sig and big:
+                directional = True
+            else:
+                pooled.append(k)
         if directional:
-            friction: FrictionParams = DirectionalParams(forward=fwd, reverse=rev)
+            # a parameter whose two directions do not differ significantly takes the combined
+            # value (the mean of both directions cancels the position-dependent torques)
+            fv, rv = fwd.as_dict(), rev.as_dict()
+            for k in pooled:
+                fv[k] = rv[k] = getattr(both, k)
+                unc_f[k] = unc_r[k] = unc[k]
+            for vals in (fv, rv):
+                vals["Fs"] = max(vals["Fs"], vals["Fc"])
+            friction: FrictionParams = DirectionalParams(forward=LuGreParams(**fv), reverse=LuGreParams(**rv))
             uncertainty = {"forward": {k: _r(v) for k, v in unc_f.items()},
                            "reverse": {k: _r(v) for k, v in unc_r.items()}}
+            asym["pooled"] = pooled
     if not directional:
         friction = both
         uncertainty = {k: _r(v) for k, v in unc.items()}
@@ -1078,7 +1124,8 @@ def _assemble(st: _State) -> IdentifyResult:
         "sweep": {
             "bandwidth_hz": [_r(min(st.bandwidths.values())), _r(max(st.bandwidths.values()))]
             if st.bandwidths else None,
-            "points_used": {d: sum(1 for p in used if p["direction"] == d) for d in ("both", "forward", "reverse")},
+            "points_used": {d: sum(1 for p in used if p["direction"] == d)
+                            for d in ("both", "forward", "reverse")},
             "points_rejected": {d: sum(1 for p in rejected if p["direction"] == d)
                                 for d in ("both", "forward", "reverse")},
             "rejected": [{"speed_rad_s": _r(p["speed_rad_s"]), "direction": p["direction"],
@@ -1111,6 +1158,7 @@ def _assemble(st: _State) -> IdentifyResult:
             "se_jacobian": _r(st.ringing.se_jacobian),
             "se_spread": _r(st.ringing.se_spread),
             "offset_nm": _r(st.ringing.offset_nm),
+            "ringing_counts": _r(st.ringing_rec.info.get("ringing_counts", math.nan)),
             "at_bound": st.ringing.at_bound,
         } if st.ringing is not None else {"run": False, "note": st.ringing_note}),
         "asymmetry": asym,
@@ -1157,7 +1205,7 @@ PARAMS_HEADER = """\
 # friction: usable as controller.friction (a flat set, or forward:/reverse: when the two
 #   directions differ beyond their uncertainty). Units: Fc, Fs [N·m], vs [rad/s],
 #   sigma0 [N·m/rad], sigma1, sigma2 [N·m·s/rad], delta [-].
-# uncertainty: standard errors, same keys and units (.nan: not measured).
+# uncertainty: standard errors, same keys and units (.nan: not measured, 0: held fixed).
 # diagnostics: where each value came from, points used/rejected, fit residuals.
 """
 

@@ -100,7 +100,8 @@ class StribeckFit:
         return {"Fc": self.Fc, "Fs": self.Fs, "vs": self.vs, "sigma2": self.sigma2, "delta": self.delta}
 
 
-def _stribeck_guesses(v: np.ndarray, T: np.ndarray, vs_guess: float | None) -> tuple[float, float, float, list[float]]:
+def _stribeck_guesses(v: np.ndarray, T: np.ndarray,
+                      vs_guess: float | None) -> tuple[float, float, float, list[float]]:
     """Initial (Fc, Fs − Fc, sigma2) and candidate vs values from the points themselves."""
     order = np.argsort(v)
     v, T = v[order], T[order]
@@ -149,7 +150,7 @@ def fit_stribeck(v, torque, *, delta: float = 2.0, fit_delta: bool = False,
     if v.size < n_par + 1:
         raise ValueError(f"Stribeck fit needs at least {n_par + 1} valid points, got {v.size}")
     Fc0, dF0, s20, vs_cands = _stribeck_guesses(v, T, vs_guess)
-    lnv_lo = math.log(v.min() / 100.0)
+    lnv_lo = math.log(v.min() / 10.0)
     lnv_hi = math.log(v.max() * 10.0)
     lo = [0.0, 0.0, lnv_lo, 0.0] + ([0.5] if fit_delta else [])
     hi = [np.inf, np.inf, lnv_hi, np.inf] + ([4.0] if fit_delta else [])
@@ -169,7 +170,7 @@ def fit_stribeck(v, torque, *, delta: float = 2.0, fit_delta: bool = False,
         p0 = [min(max(x, a), b) for x, a, b in zip(p0, lo, hi)]
         try:
             sol = least_squares(resid, p0, bounds=(lo, hi), x_scale="jac", method="trf",
-                                ftol=1e-14, xtol=1e-12, gtol=1e-14, max_nfev=2000)
+                                ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=300)
         except ValueError:
             continue
         if best is None or sol.cost < best.cost:
@@ -520,32 +521,34 @@ def presliding_sigma0(t, pos, torque, *, frequency_hz: float, t0_s: float, rad_p
             xc = x[m_cycle]
             loops.append(float(np.ptp(xc)))
             drifts.append(float(abs(xc[-1] - xc[0])))
-        for start in (c - 0.25, c + 0.25):  # rising branch around phase c, falling around c + 0.5
-            if start < discard_cycles or start + 0.5 > phase.max() + 1e-9:
-                continue
-            m = (phase >= start) & (phase < start + 0.5)
-            if m.sum() < 20:
-                continue
-            tb, xb = tq[m], x[m]
-            lo, hi = np.percentile(tb, [2.0, 98.0])
-            mid, span = 0.5 * (lo + hi), hi - lo
-            sel = np.abs(tb - mid) <= 0.5 * middle_fraction * span
-            if sel.sum() < 10:
-                continue
-            tt, xx = tb[sel], xb[sel]
-            dt_ = tt - tt.mean()
-            dx_ = xx - xx.mean()
-            vxx = float(np.dot(dt_, dt_))
-            if vxx <= 0:
-                continue
-            b = float(np.dot(dt_, dx_)) / vxx  # counts per N·m
-            sxy += float(np.dot(dt_, dx_))
-            sxx += vxx
-            slopes.append(b)
-            spans.append(float(np.ptp(xx)))
-            centre_dev.append(0.5 * middle_fraction * span)
-            idx = np.flatnonzero(m)[sel]
-            branches.append((int(idx[0]), int(idx[-1])))
+    # branches: falling torque over phase [k + 0.25, k + 0.75), rising over [k + 0.75, k + 1.25),
+    # only those wholly after the discarded cycles and inside the record
+    start = discard_cycles + 0.25
+    while start + 0.5 <= phase.max() + 1e-9:
+        m = (phase >= start) & (phase < start + 0.5)
+        start += 0.5
+        if m.sum() < 20:
+            continue
+        tb, xb = tq[m], x[m]
+        lo, hi = np.percentile(tb, [2.0, 98.0])
+        mid, span = 0.5 * (lo + hi), hi - lo
+        sel = np.abs(tb - mid) <= 0.5 * middle_fraction * span
+        if sel.sum() < 10:
+            continue
+        tt, xx = tb[sel], xb[sel]
+        dt_ = tt - tt.mean()
+        dx_ = xx - xx.mean()
+        vxx = float(np.dot(dt_, dt_))
+        if vxx <= 0:
+            continue
+        b = float(np.dot(dt_, dx_)) / vxx  # counts per N·m
+        sxy += float(np.dot(dt_, dx_))
+        sxx += vxx
+        slopes.append(b)
+        spans.append(float(np.ptp(xx)))
+        centre_dev.append(0.5 * middle_fraction * span)
+        idx = np.flatnonzero(m)[sel]
+        branches.append((int(idx[0]), int(idx[-1])))
     if not slopes or sxy <= 0:
         raise ValueError("pre-sliding: no usable branch (record too short, or no motion: "
                          "the encoder did not resolve the loop)")
@@ -661,7 +664,8 @@ def fit_sigma1_ringing(pos, torque_cmd, *, base: LuGreParams, J: float, dt_s: fl
     In pre-sliding the bristles are a spring sigma0 against the inertia J: a torque step rings
     at sqrt(sigma0/J) (≈100 Hz on the reference table) and decays through sigma1 + sigma2 and
     through LuGre's own hysteresis. The record is reproduced by :func:`simulate_presliding` with
-    ``base`` (Fc, Fs, vs, sigma2, delta from the sweep) and the commanded torque, and the
+    ``base`` (Fc, Fs, vs, sigma2, delta from the sweep) and the commanded torque (taken as
+    applied: a drive's current loop is an order of magnitude faster than the ringing), and the
     encoder position (floor-quantized: compared at +½ count, mean removed) is fitted by bounded
     least squares over (sigma1, sigma0_ring, offset).
 
@@ -673,9 +677,12 @@ def fit_sigma1_ringing(pos, torque_cmd, *, base: LuGreParams, J: float, dt_s: fl
 
     Uncertainty: the Jacobian standard error inflated for correlated residuals (quantization
     residuals of a slow signal are far from white: factor sqrt((1+ρ)/(1−ρ)), ρ the lag-1
-    autocorrelation), combined with the spread of 1-D bounded refits of sigma1 alone (the other
-    two held) on each of ``segments`` (index ranges of repeated step sequences): the sub-count
-    position of the axis differs between repetitions, and with it the quantization error.
+    autocorrelation), combined with the spread (standard deviation) of 1-D bounded refits of
+    sigma1 alone (the other two held) on each of ``segments`` (index ranges of repeated step
+    sequences): the sub-count position of the axis differs between repetitions, and with it
+    the quantization error. When the ringing spans only a few counts (stiff bristles: the
+    step's overshoot is A/sigma0) the fit is quantization-limited and this standard error is
+    optimistic; the caller should say so (``hil.identify`` warns below 5 counts).
     """
     x = (np.asarray(pos, dtype=float) - float(pos[0])) / rad_per_count + 0.5
     u = np.asarray(torque_cmd, dtype=float)
@@ -733,8 +740,10 @@ def fit_sigma1_ringing(pos, torque_cmd, *, base: LuGreParams, J: float, dt_s: fl
         r1 = minimize_scalar(cost, bounds=(0.0, s1_hi), method="bounded",
                              options={"xatol": 1e-3 * max(s1, 1e-3 * crit)})
         per_segment.append(float(r1.x))
-    spread = (float(np.std(per_segment, ddof=1) / math.sqrt(len(per_segment)))
-              if len(per_segment) >= 2 else 0.0)
+    # the spread of single repetitions, not of their mean: the quantization error is not
+    # independent between repetitions (same amplitudes, similar sub-count phases), and on the
+    # simulated table the joint estimate erred by about one such spread
+    spread = float(np.std(per_segment, ddof=1)) if len(per_segment) >= 2 else 0.0
     se = math.sqrt(se_jac**2 + spread**2)
     at_bound = s1 <= 1e-9 * s1_hi or s1 >= s1_hi * (1 - 1e-9)
     # the simulated record on the measured position's scale (mean offset removed as in the fit)

@@ -10,20 +10,28 @@ expiry sets WATCHDOG_TIMER_EXPIRED and goes to IDLE). Not emulated: calibration,
 limiting in torque mode, the torque ramp input mode, motor/encoder sub-errors.
 
 Not thread-safe: the owning emulator serialises every call under its lock.
+:class:`ODriveEmulatorBase` holds what the two emulators share around the axis: the lock, the
+service thread's lifecycle and timers, observation and the reply drop/delay injection.
 Units: turns, turns/s, N·m, A, s (wall time for the watchdog).
 """
 
 from __future__ import annotations
 
 import enum
+import heapq
+import itertools
 import math
+import threading
+import time
 from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
 
 from controller.config import PlantConfig
 from drivers.odrive_codec import AxisError, AxisState, ControlMode, Heartbeat, InputMode
 from hil.plant import Turntable
 
 TWO_PI = 2.0 * math.pi
+_Emu = TypeVar("_Emu", bound="ODriveEmulatorBase")
 
 
 class EmuMode(enum.Enum):
@@ -151,3 +159,139 @@ class ODriveAxis:
 
     def heartbeat(self) -> Heartbeat:
         return Heartbeat(self.error, self.state, motor_error=self.motor_error != 0)
+
+
+class ODriveEmulatorBase:
+    """What the CAN and the ASCII emulators share: one :class:`ODriveAxis` guarded by ``_lock``
+    (``_changed`` is notified after every event), the service thread (subclasses provide
+    ``_run`` and may override ``_wake``), its timers (REALTIME plant steps, the watchdog, sends
+    queued for later: subclasses provide ``_send_queued`` and may hook ``_on_realtime_step`` and
+    ``_periodic``), observation, and drop/delay injection state (the subclass's reply path
+    consumes ``_drop_remaining`` / ``_delay_remaining`` / ``_delay_s``)."""
+
+    def __init__(self, plant: PlantConfig, *, seed: int, mode: EmuMode | str, dt_s: float,
+                 watchdog_timeout_s: float | None, bus_voltage_v: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.mode = EmuMode(mode)
+        self.axis = ODriveAxis(plant, seed, dt_s=dt_s, watchdog_timeout_s=watchdog_timeout_s,
+                               bus_voltage_v=bus_voltage_v)
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._next_step = 0.0  # wall time of the next REALTIME plant step; set by start()
+        self._queued: list[tuple[float, int, Any]] = []  # (due, seq, item) sends held back
+        self._seq = itertools.count()
+        self._drop_remaining = 0
+        self._delay_remaining = 0
+        self._delay_s = 0.0
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def _wake(self) -> None:
+        """Interrupt the service thread's wait (nothing to do when it polls)."""
+
+    def _start_thread(self, name: str) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _join_thread(self) -> None:
+        """Stop the service thread, if running. Safe to call twice."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._stop.set()
+            self._wake()
+            thread.join(timeout=2.0)
+
+    def start(self: _Emu) -> _Emu:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Emu) -> _Emu:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- timers (service thread, under the lock) ------------------------------------------------------
+    def _next_event(self) -> float:
+        """Wall time of the next timed event: watchdog expiry, REALTIME step, queued send."""
+        with self._lock:
+            t = self.axis.watchdog_deadline_s()
+            if self.mode is EmuMode.REALTIME:
+                t = min(t, self._next_step)
+            if self._queued:
+                t = min(t, self._queued[0][0])
+            return t
+
+    def _timers(self, now: float) -> None:
+        """Step the plant up to ``now`` (REALTIME), check the watchdog, run ``_periodic``, then
+        send the queued items that are due."""
+        axis = self.axis
+        if self.mode is EmuMode.REALTIME:
+            while self._next_step <= now:
+                axis.step()
+                self._next_step += axis.dt_s
+                self._on_realtime_step()
+        axis.check_watchdog(now)
+        self._periodic(now)
+        while self._queued and self._queued[0][0] <= now:
+            _, _, item = heapq.heappop(self._queued)
+            self._send_queued(item, now)
+
+    def _queue(self, due: float, item: Any) -> None:
+        """Hold ``item`` back until wall time ``due``; then ``_send_queued`` sends it."""
+        heapq.heappush(self._queued, (due, next(self._seq), item))
+
+    def _send_queued(self, item: Any, now: float) -> None:
+        raise NotImplementedError
+
+    def _on_realtime_step(self) -> None:
+        """After each REALTIME plant step."""
+
+    def _periodic(self, now: float) -> None:
+        """Timed work of the subclass, after the watchdog check."""
+
+    # --- observation -------------------------------------------------------------------------------
+    @property
+    def plant(self) -> Turntable:
+        return self.axis.plant
+
+    @property
+    def axis_state(self) -> AxisState:
+        with self._lock:
+            return self.axis.state
+
+    @property
+    def axis_error(self) -> int:
+        with self._lock:
+            return self.axis.error
+
+    def wait_for(self: _Emu, predicate: Callable[[_Emu], bool], timeout_s: float) -> bool:
+        """Block until ``predicate(self)`` holds (checked after every event) or the timeout [s]."""
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self), timeout=timeout_s)
+
+    # --- fault injection ---------------------------------------------------------------------------
+    def drop_next(self, n: int = 1) -> None:
+        """Drop the next ``n`` replies."""
+        with self._lock:
+            self._drop_remaining += n
+
+    def delay_next(self, n: int, delay_s: float) -> None:
+        """Send the next ``n`` replies ``delay_s`` seconds late."""
+        with self._lock:
+            self._delay_remaining = n
+            self._delay_s = delay_s
+
+    def inject_axis_error(self, code: int) -> None:
+        """Latch axis error bits (the axis drops to IDLE)."""
+        with self._changed:
+            self.axis.fail(code)
+            self._changed.notify_all()

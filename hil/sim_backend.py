@@ -59,7 +59,7 @@ class SimBackend(Backend):
         if fault == "drive_fault":
             self._fault_code = SIM_FAULT_CODE
             self._state = DriveState.FAULT
-            self._enabled = False
+            self._enabled = self._writable = False
             self._i_cmd = 0.0
         if fault == "blocked_rotor":
             self.plant.blocked = True

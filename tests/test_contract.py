@@ -118,8 +118,10 @@ def test_lost_feedback_faults_and_stops(name, tmp_path):
     assert FaultKind(int(fault[k])) in kinds, summary["faults"]
     k0 = int(round(1.0 * cfg.loop.rate_hz))
     assert k0 <= k <= k0 + cfg.safety.stale_ticks + 1
-    assert summary["drive_enabled_at_exit"] is False
-    assert enabled_after is False
+    assert enabled_after is False  # the emulated drive did disable
+    # CiA 402 confirms a disable through the statusword, which is lost with every TPDO here:
+    # the run must then report the drive as not confirmed disabled, never as disabled
+    assert summary["drive_enabled_at_exit"] is (name == "cia402")
 
 
 @pytest.mark.parametrize("name", BACKENDS)

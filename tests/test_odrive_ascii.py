@@ -30,7 +30,8 @@ from drivers.odrive_codec import AxisError, AxisState
 from hil.emu_odrive_ascii import ODriveAsciiEmulator
 from hil.odrive_axis import EmuMode
 
-DT = 0.001
+from .odrive_helpers import (DT, check_idle_after_close_and_after_exception, check_realtime_pd,
+                             made_by, pd_ticks, read_through_dropped_reply, run_then_go_silent)
 
 
 # --- fixtures: nothing may outlive a test --------------------------------------------------------
@@ -53,32 +54,20 @@ def cfg(ref_cfg: Config) -> Config:
 
 @pytest.fixture
 def make_emu(cfg: Config):
-    made: list[ODriveAsciiEmulator] = []
-
-    def make(**kw) -> ODriveAsciiEmulator:
+    def build(**kw) -> ODriveAsciiEmulator:
         kw.setdefault("dt_s", DT)
-        emu = ODriveAsciiEmulator(cfg.plant, seed=1, **kw)
-        made.append(emu.start())
-        return emu
+        return ODriveAsciiEmulator(cfg.plant, seed=1, **kw).start()
 
-    yield make
-    for emu in made:
-        emu.stop()
+    yield from made_by(build, ODriveAsciiEmulator.stop)
 
 
 @pytest.fixture
 def make_backend(cfg: Config):
-    made: list[ODriveAsciiBackend] = []
-
-    def make(emu: ODriveAsciiEmulator, clock=None, **kw) -> ODriveAsciiBackend:
+    def build(emu: ODriveAsciiEmulator, clock=None, **kw) -> ODriveAsciiBackend:
         kw.setdefault("timeout_s", 0.05)
-        backend = ODriveAsciiBackend(clock or SimClock(), port=emu.port_name, **kw)
-        made.append(backend)
-        return backend
+        return ODriveAsciiBackend(clock or SimClock(), port=emu.port_name, **kw)
 
-    yield make
-    for backend in made:
-        backend.close()
+    yield from made_by(build, ODriveAsciiBackend.close)
 
 
 @pytest.fixture
@@ -92,17 +81,6 @@ def raw_port(make_emu):
 def exchange(port: serial.Serial, line: bytes) -> bytes:
     port.write(line)
     return port.read_until(b"\r\n")
-
-
-def pd_ticks(backend: ODriveAsciiBackend, clock: SimClock, n: int, target_rad: float) -> list:
-    samples = []
-    for _ in range(n):
-        fb = backend.read()
-        samples.append(fb)
-        u = 1250.0 * (target_rad - fb.position_rad) - 14.0 * fb.velocity_rad_s
-        backend.write(max(-3.0, min(3.0, u)))
-        clock.advance(DT)
-    return samples
 
 
 # --- codec: golden lines -------------------------------------------------------------------------
@@ -242,39 +220,15 @@ def test_closed_loop_end_to_end(make_emu, make_backend, use_checksum) -> None:
 
 
 def test_realtime_mode(make_emu, make_backend) -> None:
-    """The plant runs on the wall clock; a gentle PD (ω ≈ 50 rad/s) at 500 Hz, tolerant of a
-    loaded machine, moves it to the target and holds it there (within the friction band)."""
+    """The plant runs on the wall clock (see check_realtime_pd)."""
     emu = make_emu(mode=EmuMode.REALTIME, dt_s=0.002)
     clock = RealClock(spin_s=0.0005)
-    backend = make_backend(emu, clock)
-    target = 0.01
-    with backend:
-        backend.enable()
-        t0 = clock.now()
-        for k in range(200):  # 0.4 s at 500 Hz
-            clock.sleep_until(t0 + k * 0.002)
-            fb = backend.read()
-            u = 200.0 * (target - fb.position_rad) - 6.0 * fb.velocity_rad_s
-            backend.write(max(-1.0, min(1.0, u)))
-    assert emu.wait_for(lambda e: e.axis_state == AxisState.IDLE, 1.0)
-    assert 0.5 * target < emu.plant.theta_rad < 1.5 * target
+    check_realtime_pd(emu, make_backend(emu, clock), clock)
 
 
 def test_idle_after_close_and_after_exception(make_emu, make_backend) -> None:
     emu = make_emu()
-    backend = make_backend(emu)
-    backend.open()
-    backend.enable()
-    assert emu.axis_state == AxisState.CLOSED_LOOP_CONTROL
-    backend.close()
-    assert emu.wait_for(lambda e: e.axis_state == AxisState.IDLE, 1.0)
-    with pytest.raises(RuntimeError, match="boom"):
-        with backend:
-            backend.enable()
-            backend.write(0.2)
-            raise RuntimeError("boom")
-    assert emu.wait_for(lambda e: e.axis_state == AxisState.IDLE, 1.0)
-    assert emu.axis.input_torque_nm == 0.0
+    check_idle_after_close_and_after_exception(emu, make_backend(emu))
 
 
 @pytest.mark.parametrize("garbage", [b"\x00\x7f#%&\xff\r\n", b"nan nan\r\n", b"xx", b"8\r\n",
@@ -316,12 +270,7 @@ def test_lost_reply_gives_stale_sample_after_timeout(make_emu, make_backend) -> 
     backend = make_backend(emu, timeout_s=0.03)
     with backend:
         backend.enable()
-        first = backend.read()
-        emu.drop_next(1)
-        t0 = time.monotonic()
-        stale = backend.read()
-        assert time.monotonic() - t0 >= 0.03
-        assert stale.sequence == first.sequence and stale.position_rad == first.position_rad
+        first = read_through_dropped_reply(emu, backend, 0.03)
         emu.delay_next(1, 0.2)
         assert backend.read().sequence == first.sequence  # late: stale, then discarded next tick
         assert backend.read().sequence == first.sequence + 1
@@ -363,10 +312,7 @@ def test_drive_watchdog_expires_when_the_driver_stops_sending(make_emu, make_bac
     clock = SimClock()
     backend = make_backend(emu, clock, watchdog_timeout_s=0.05, status_every_ticks=1)
     with backend:
-        backend.enable()
-        pd_ticks(backend, clock, 30, 0.001)
-        assert emu.axis_error == 0
-        assert emu.wait_for(lambda e: e.axis_error & AxisError.WATCHDOG_TIMER_EXPIRED, 1.0)
+        run_then_go_silent(emu, backend, clock, 30)
         fb = backend.read()
         assert fb.state == DriveState.FAULT and "WATCHDOG_TIMER_EXPIRED" in fb.fault_text
 

@@ -33,10 +33,12 @@ from drivers.odrive_codec import (AxisError, AxisState, Cmd, ControlMode, Frame,
 from hil.emu_odrive_can import ODriveCanEmulator
 from hil.odrive_axis import EmuMode
 
+from .odrive_helpers import (DT, check_idle_after_close_and_after_exception, check_realtime_pd,
+                             made_by, pd_ticks, read_through_dropped_reply, run_then_go_silent)
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DBC = DATA / "odrive-cansimple-0.5.6.dbc"
 NODE = 3
-DT = 0.001
 
 
 # --- fixtures: nothing may outlive a test --------------------------------------------------------
@@ -70,45 +72,21 @@ def cfg(ref_cfg: Config, channel: str) -> Config:
 
 @pytest.fixture
 def make_emu(cfg: Config, channel: str):
-    made: list[ODriveCanEmulator] = []
-
-    def make(**kw) -> ODriveCanEmulator:
+    def build(**kw) -> ODriveCanEmulator:
         kw.setdefault("heartbeat_period_s", 0.01)
         kw.setdefault("dt_s", DT)
-        emu = ODriveCanEmulator(cfg.plant, channel=channel, node_id=NODE, seed=1, **kw)
-        made.append(emu.start())
-        return emu
+        return ODriveCanEmulator(cfg.plant, channel=channel, node_id=NODE, seed=1, **kw).start()
 
-    yield make
-    for emu in made:
-        emu.stop()
+    yield from made_by(build, ODriveCanEmulator.stop)
 
 
 @pytest.fixture
 def make_backend(cfg: Config):
-    made: list[ODriveCanBackend] = []
-
-    def make(clock=None, **drive_changes) -> ODriveCanBackend:
+    def build(clock=None, **drive_changes) -> ODriveCanBackend:
         c = dataclasses.replace(cfg, drive=dataclasses.replace(cfg.drive, **drive_changes))
-        backend = ODriveCanBackend.from_config(c, clock or SimClock())
-        made.append(backend)
-        return backend
+        return ODriveCanBackend.from_config(c, clock or SimClock())
 
-    yield make
-    for backend in made:
-        backend.close()
-
-
-def pd_ticks(backend: ODriveCanBackend, clock: SimClock, n: int, target_rad: float) -> list:
-    """A simple PD position loop (ω ≈ 125 rad/s, ζ ≈ 0.7), torque limited to 3 N·m."""
-    samples = []
-    for _ in range(n):
-        fb = backend.read()
-        samples.append(fb)
-        u = 1250.0 * (target_rad - fb.position_rad) - 14.0 * fb.velocity_rad_s
-        backend.write(max(-3.0, min(3.0, u)))
-        clock.advance(DT)
-    return samples
+    yield from made_by(build, ODriveCanBackend.close)
 
 
 # --- codec: golden bytes (hand-computed: 1.5 = 0x3FC00000, -0.25 = 0xBE800000, 0.5 = 0x3F000000,
@@ -312,41 +290,14 @@ def test_cyclic_feedback_without_requests(make_emu, cfg) -> None:
 
 
 def test_realtime_mode(make_emu, make_backend) -> None:
-    """The plant runs on the wall clock; a gentle PD (ω ≈ 50 rad/s) at 500 Hz, tolerant of a
-    loaded machine, moves it to the target and holds it there (within the friction band)."""
+    """The plant runs on the wall clock (see check_realtime_pd)."""
     emu = make_emu(mode=EmuMode.REALTIME, dt_s=0.002)
     clock = RealClock(spin_s=0.0005)
-    backend = make_backend(clock)
-    target = 0.01
-    with backend:
-        backend.enable()
-        t0 = clock.now()
-        for k in range(200):  # 0.4 s at 500 Hz
-            clock.sleep_until(t0 + k * 0.002)
-            fb = backend.read()
-            u = 200.0 * (target - fb.position_rad) - 6.0 * fb.velocity_rad_s
-            backend.write(max(-1.0, min(1.0, u)))
-    assert emu.wait_for(lambda e: e.axis_state == AxisState.IDLE, 1.0)
-    assert 0.5 * target < emu.plant.theta_rad < 1.5 * target
+    check_realtime_pd(emu, make_backend(clock), clock)
 
 
 def test_idle_after_close_and_after_exception(make_emu, make_backend) -> None:
-    emu = make_emu()
-    backend = make_backend()
-    backend.open()
-    backend.enable()
-    assert emu.wait_for(lambda e: e.axis_state == AxisState.CLOSED_LOOP_CONTROL, 1.0)
-    backend.close()
-    assert emu.wait_for(lambda e: e.axis_state == AxisState.IDLE, 1.0)
-    with pytest.raises(RuntimeError, match="boom"):
-        with backend:
-            backend.enable()
-            backend.write(0.2)
-            raise RuntimeError("boom")
-    assert not backend.is_open
-    assert emu.wait_for(lambda e: e.axis_state == AxisState.IDLE, 1.0)
-    assert emu.axis.input_torque_nm == 0.0  # safe_stop wrote zero before disabling
-    backend.close()  # twice is fine
+    check_idle_after_close_and_after_exception(make_emu(), make_backend())
 
 
 def test_lost_reply_gives_stale_sample_after_timeout(make_emu, make_backend) -> None:
@@ -354,14 +305,7 @@ def test_lost_reply_gives_stale_sample_after_timeout(make_emu, make_backend) -> 
     backend = make_backend(timeout_s=0.03)
     with backend:
         backend.enable()
-        first = backend.read()
-        emu.drop_next(1)  # the encoder reply of the next tick
-        t0 = time.monotonic()
-        stale = backend.read()
-        waited = time.monotonic() - t0
-        assert stale.sequence == first.sequence
-        assert stale.position_rad == first.position_rad
-        assert 0.03 <= waited < 0.5
+        first = read_through_dropped_reply(emu, backend, 0.03)  # drops the encoder reply
         assert backend.read().sequence == first.sequence + 1
         emu.delay_next(2, 0.2)  # both replies later than the timeout
         assert backend.read().sequence == first.sequence + 1
@@ -431,11 +375,7 @@ def test_drive_watchdog_expires_when_the_driver_stops_sending(make_emu, make_bac
     clock = SimClock()
     backend = make_backend(clock, watchdog_timeout_s=0.05)
     with backend:
-        backend.enable()
-        pd_ticks(backend, clock, 50, 0.001)
-        assert emu.axis_error == 0  # fed by every tick
-        # the loop dies: nothing is sent any more
-        assert emu.wait_for(lambda e: e.axis_error & AxisError.WATCHDOG_TIMER_EXPIRED, 1.0)
+        run_then_go_silent(emu, backend, clock, 50)
         assert emu.axis_state == AxisState.IDLE
         emu.send_heartbeat()
         fb = backend.read()

@@ -1,0 +1,340 @@
+"""Friction identification (hil/identify.py, hil/identify_fit.py) on the simulated turntable with
+its current noise, current quantization, encoder quantization and cogging on (the shipped config).
+
+Tolerances against the plant's true values: Fc, Fs 5 %; sigma2 10 %; vs 20 %; sigma0 30 %.
+The accuracy runs use shorter dwells than the defaults (``FAST``) to keep the file quick; one
+run uses the defaults end to end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+from controller.clock import SimClock
+from controller.config import _parse_friction
+from controller.friction import DirectionalParams, LuGreParams
+from controller.runlog import RunLogWriter
+from controller.runner import Session, run_session
+from hil.identify import (
+    IdentificationError,
+    IdentifySettings,
+    identify,
+    identify_from_log,
+    sweep_reference,
+)
+from hil.identify_fit import (
+    breakaway_from_ramp,
+    detect_stick_slip,
+    fit_stribeck,
+    presliding_sigma0,
+    stribeck_magnitude,
+)
+from hil.sim_backend import SimBackend
+
+from .conftest import reference_config
+
+TOL = {"Fc": 0.05, "Fs": 0.05, "sigma2": 0.10, "vs": 0.20, "sigma0": 0.30}
+FAST = IdentifySettings(dwell_s=0.8, n_speeds=10, breakaway_trials=1, presliding_cycles=4,
+                        ringing_repeats=2)
+STATIC_AND_SIGMA0 = ("sweep", "breakaway", "presliding")
+
+# a second plant: lower Coulomb level, a larger Stribeck drop at a smaller vs (steeper negative
+# slope), softer bristles, more viscous friction
+SET_B = LuGreParams(Fc=0.12, Fs=0.20, vs=0.004, sigma0=1.2e4, sigma1=0.03, sigma2=0.06)
+
+
+def plant_config(friction=None, prior=None):
+    """The shipped config with another true friction (and optionally another believed one)."""
+    cfg = reference_config()
+    plant = cfg.plant if friction is None else dataclasses.replace(cfg.plant, friction=friction)
+    ctrl = cfg.controller if prior is None else dataclasses.replace(cfg.controller, friction=prior)
+    return dataclasses.replace(cfg, plant=plant, controller=ctrl)
+
+
+def run_identify(cfg, out, *, seed=1, settings=FAST, experiments=STATIC_AND_SIGMA0, plot=False,
+                 backend_cls=SimBackend, faults=()):
+    clock = SimClock()
+    backend = backend_cls(cfg, clock, seed=seed)
+    for t_s, fault in faults:
+        backend.inject_at(t_s, fault)
+    result = identify(cfg, backend, clock, out, settings=settings, experiments=experiments, plot=plot)
+    return result, backend
+
+
+def assert_close(found: LuGreParams, true: LuGreParams, names=TOL):
+    errors = {k: getattr(found, k) / getattr(true, k) - 1.0 for k in names}
+    bad = {k: f"{100 * e:+.2f} % (tol {100 * TOL[k]:g} %)" for k, e in errors.items() if abs(e) > TOL[k]}
+    assert not bad, f"identified {found} vs true {true}: {bad}"
+
+
+def load_params(path) -> tuple[object, dict]:
+    data = yaml.safe_load(path.read_text())
+    return _parse_friction(data["friction"], "friction"), data
+
+
+# --- pure fitting functions ---------------------------------------------------------------------
+
+
+def test_stribeck_fit_recovers_a_synthetic_curve_and_its_standard_errors_cover():
+    rng = np.random.default_rng(0)
+    true = dict(Fc=0.2, Fs=0.28, vs=0.01, sigma2=0.04)
+    v = np.geomspace(1e-4, 0.6, 12)
+    noise = 5e-4
+    z = {k: [] for k in true}
+    for _ in range(40):
+        T = stribeck_magnitude(v, **true) + rng.normal(0, noise, v.size)
+        fit = fit_stribeck(v, T, vs_guess=0.03)
+        for k in true:
+            z[k].append((getattr(fit, k) - true[k]) / fit.se[k])
+    for k, zs in z.items():
+        inside = np.mean(np.abs(zs) < 1.0)
+        assert 0.45 < inside < 0.9, f"{k}: {100 * inside:.0f} % of errors within one standard error"
+    # exact data: exact answer, also with delta fitted
+    T = stribeck_magnitude(v, **true, delta=1.5)
+    fit = fit_stribeck(v, T, fit_delta=True, vs_guess=0.1)
+    assert fit.delta == pytest.approx(1.5, rel=1e-4)
+    assert fit.vs == pytest.approx(0.01, rel=1e-4)
+    with pytest.raises(ValueError, match="at least"):
+        fit_stribeck(v[:4], T[:4])
+
+
+def test_stick_slip_detector_tells_quantized_sliding_from_a_sawtooth():
+    q = 2 * math.pi / 2**24
+    dt = 1e-3
+    t = np.arange(5000) * dt
+    v = 1e-4  # 0.27 counts per tick: most raw tick differences are zero even when smooth
+    smooth = np.floor(v * t / q) * q
+    raw_zero = np.mean(np.diff(smooth) == 0)
+    assert raw_zero > 0.6  # why the tick-to-tick velocity is useless here
+    assert not detect_stick_slip(smooth, dt, v, rad_per_count=q).stick_slip
+    # stick for 0.3 s, slip the same distance in 20 ms: a sawtooth with the same mean speed
+    period, slip = 0.32, 0.02
+    phase = t % period
+    saw = (t // period) * v * period + np.where(phase < period - slip, 0.0,
+                                               v * period * (phase - (period - slip)) / slip)
+    check = detect_stick_slip(np.floor(saw / q) * q, dt, v, rad_per_count=q)
+    assert check.stick_slip and "standstill" in check.reason
+
+
+def test_breakaway_and_presliding_fits_on_synthetic_records():
+    q = 2 * math.pi / 2**24
+    dt = 1e-3
+    Fs, sigma0, J = 0.28, 3e4, 0.08
+    # ramp 0.1 N·m/s; pre-sliding spring up to Fs, then the axis accelerates at 1 rad/s²
+    t = np.arange(4000) * dt
+    tau = 0.1 * t
+    x = np.where(tau < Fs, tau / sigma0, Fs / sigma0 + 0.5 * (t - Fs / 0.1) ** 2)
+    b = breakaway_from_ramp(t, np.floor(x / q) * q, tau, +1, J=J, rad_per_count=q, v_onset=1e-3)
+    assert b.found and b.breakaway_nm == pytest.approx(Fs, rel=0.01)
+    # a linear pre-sliding spring: the loop's slope is sigma0 despite 15-count quantization
+    t = np.arange(6000) * dt
+    tau = 0.08 * np.sin(2 * np.pi * t)
+    x = np.floor((tau / sigma0) / q + 0.3) * q
+    fit = presliding_sigma0(t, x, tau + np.random.default_rng(1).normal(0, 0.0024, t.size),
+                            frequency_hz=1.0, t0_s=0.0, rad_per_count=q)
+    assert fit.sigma0 == pytest.approx(sigma0, rel=0.03)
+    assert fit.n_branches == 9 and fit.se > 0  # 5 kept cycles, branches wholly inside
+
+
+# --- identification on the simulated turntable -------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_identifies_the_shipped_turntable(tmp_path, seed):
+    cfg = reference_config()
+    result, backend = run_identify(cfg, tmp_path, seed=seed)
+    assert not backend.enabled
+    assert not result.directional  # the shipped plant is symmetric: cogging must not fool it
+    assert_close(result.friction, cfg.plant.friction)
+    found, data = load_params(tmp_path / "params.yaml")
+    assert isinstance(found, LuGreParams)
+    assert data["diagnostics"]["sources"]["Fs"] == "breakaway"
+    assert data["diagnostics"]["sweep"]["points_used"]["both"] == FAST.n_speeds
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_identifies_another_turntable_from_a_wrong_prior(tmp_path, seed):
+    """Set B, planned from the shipped (wrong) prior: vs is 2.5× off, so the sweep adds speeds
+    around the fitted vs."""
+    cfg = plant_config(friction=SET_B)
+    result, _ = run_identify(cfg, tmp_path, seed=seed)
+    assert not result.directional
+    assert_close(result.friction, SET_B)
+    assert any(p["pass"] == "sweep_refine" for p in result.points)
+    found, _ = load_params(tmp_path / "params.yaml")
+    assert isinstance(found, LuGreParams)
+
+
+def test_default_settings_all_experiments_and_outputs(tmp_path):
+    cfg = reference_config()
+    progress = []
+    clock = SimClock()
+    backend = SimBackend(cfg, clock, seed=7)
+    result = identify(cfg, backend, clock, tmp_path, progress=lambda d, n: progress.append((d, n)))
+    assert_close(result.friction, cfg.plant.friction)
+    true = cfg.plant.friction
+    assert result.friction.sigma1 == pytest.approx(true.sigma1, rel=0.5)  # see hil/identify_fit.py
+    assert result.sources["sigma1"] == "ringing" and result.sources["sigma0"] == "presliding"
+    for name in ("params.yaml", "identify.json", "identify_records.npz", "identify.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    found, data = load_params(tmp_path / "params.yaml")
+    assert found == LuGreParams(**data["friction"])
+    for k in ("Fc", "Fs", "vs", "sigma0", "sigma1", "sigma2"):
+        assert data["uncertainty"][k] > 0
+    raw = json.loads((tmp_path / "identify.json").read_text())
+    assert raw["status"] == "ok" and len(raw["sweep_points"]) == 3 * 12
+    assert progress and progress[-1][0] == progress[-1][1]
+    assert all(b >= a for (a, _), (b, _) in zip(progress, progress[1:]))
+    assert not backend.enabled
+
+
+def test_direction_dependent_friction_gives_forward_and_reverse_sets(tmp_path):
+    a = reference_config().plant.friction
+    true = DirectionalParams(forward=a, reverse=a.scaled(Fc=1.3, Fs=1.3))
+    cfg = plant_config(friction=true)
+    result, _ = run_identify(cfg, tmp_path, experiments=("sweep", "breakaway"))
+    assert result.directional
+    assert_close(result.friction.forward, true.forward, names=("Fc", "Fs", "sigma2", "vs"))
+    assert_close(result.friction.reverse, true.reverse, names=("Fc", "Fs", "sigma2", "vs"))
+    found, data = load_params(tmp_path / "params.yaml")
+    assert isinstance(found, DirectionalParams)
+    assert set(data["uncertainty"]) == {"forward", "reverse"}
+
+
+class TrueVelocitySim(SimBackend):
+    """The simulated backend, also recording the plant's true velocity at every read."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.true_t: list[float] = []
+        self.true_w: list[float] = []
+
+    def _read(self):
+        fb = super()._read()
+        self.true_t.append(self.clock.now())
+        self.true_w.append(self.plant.omega_rad_s)
+        return fb
+
+
+def test_stick_slip_points_are_rejected(tmp_path):
+    """A soft speed loop (3 Hz) planned from a prior that believes in no Stribeck drop (Fs = Fc):
+    at speeds where the true curve falls the axis stick-slips, and those points must go."""
+    a = reference_config().plant.friction
+    flat = dataclasses.replace(a, Fs=a.Fc)
+    cfg = plant_config(prior=flat)
+    settings = dataclasses.replace(FAST, bandwidth_hz=3.0)
+    result, backend = run_identify(cfg, tmp_path, settings=settings, experiments=("sweep",),
+                                   backend_cls=TrueVelocitySim)
+    rejected = [p for p in result.points if p["direction"] == "forward" and not p["used"]]
+    used = [p for p in result.points if p["direction"] == "forward" and p["used"]]
+    assert rejected and any("stick-slip" in p["reason"] for p in rejected)
+    # the plant's true velocity confirms the verdicts: rejected windows stuck often,
+    # used windows slid steadily
+    tt = np.asarray(backend.true_t) - backend.true_t[0]
+    w = np.asarray(backend.true_w)
+    raw = json.loads((tmp_path / "identify.json").read_text())
+    passes = {(p["speed"], p["direction"]): p["window"] for p in raw["experiments"][0]["info"]["passes"]}
+    t0 = 1e-3  # the runner's first tick is one period after its first read
+
+    def stuck_fraction(p):
+        lo, hi = passes[(p["speed_rad_s"], 1)]
+        m = (tt >= lo + t0) & (tt < hi + t0)
+        return float(np.mean(np.abs(w[m]) < 0.1 * p["speed_rad_s"]))
+
+    assert max(stuck_fraction(p) for p in rejected if "stick-slip" in p["reason"]) > 0.3
+    assert all(stuck_fraction(p) < 0.02 for p in used)
+    # the result still loads; without steady points on the falling part vs is the prior's
+    found, data = load_params(tmp_path / "params.yaml")
+    assert data["diagnostics"]["sweep"]["points_rejected"]["forward"] == len(rejected)
+    assert found.Fc == pytest.approx(a.Fc, rel=0.05)
+
+
+# --- safety ---------------------------------------------------------------------------------------
+
+
+def test_drive_fault_during_the_sweep_stops_safely_with_a_clear_error(tmp_path):
+    cfg = reference_config()
+    with pytest.raises(IdentificationError, match=r"'sweep'.*DRIVE_FAULT.*injected drive fault"):
+        run_identify(cfg, tmp_path, faults=((3.0, "drive_fault"),))
+    raw = json.loads((tmp_path / "identify.json").read_text())
+    assert raw["status"] == "failed" and "DRIVE_FAULT" in raw["error"]
+
+
+def test_a_fault_that_leaves_the_drive_enabled_ramps_the_torque_to_zero(tmp_path):
+    cfg = reference_config()
+    clock = SimClock()
+    backend = SimBackend(cfg, clock, seed=1)
+    backend.inject_at(2.0, "nan_current")
+    with pytest.raises(IdentificationError, match="NON_FINITE.*current"):
+        identify(cfg, backend, clock, tmp_path, settings=FAST)
+    assert not backend.enabled and backend.is_open
+    rec = np.load(tmp_path / "identify_records.npz")
+    cmd = rec["sweep.cmd"]
+    ramp = max(1, round(cfg.safety.stop_ramp_s * cfg.loop.rate_hz))
+    tail = np.abs(cmd[-ramp - 1:])
+    assert tail[-1] == 0.0 and np.all(np.diff(tail) <= 1e-12)  # ramped down, not cut
+
+
+def test_a_stop_request_ramps_down_and_says_so(tmp_path):
+    import threading
+
+    cfg = reference_config()
+    clock = SimClock()
+    backend = SimBackend(cfg, clock, seed=1)
+    stop = threading.Event()
+
+    def progress(done_s, total_s):
+        if done_s >= 2.0:
+            stop.set()  # what a SIGINT handler in the CLI would do
+
+    with pytest.raises(IdentificationError, match="stopped on request"):
+        identify(cfg, backend, clock, tmp_path, settings=FAST, progress=progress, stop_event=stop)
+    assert not backend.enabled
+    cmd = np.load(tmp_path / "identify_records.npz")["sweep.cmd"]
+    assert cmd[-1] == 0.0 and abs(cmd[-3]) < abs(cmd[-30])
+
+
+def test_settings_are_validated():
+    with pytest.raises(ValueError, match="n_speeds"):
+        IdentifySettings(n_speeds=3)
+    with pytest.raises(ValueError, match="dwell_s"):
+        IdentifySettings(dwell_s=0.0)
+
+
+# --- from a run log -------------------------------------------------------------------------------
+
+
+def test_identify_from_a_logged_multi_speed_run(tmp_path):
+    """A multi-speed run made by the ordinary control loop (shipped PID, compensation off)
+    following the identification sweep as its reference; fitted afterwards from run.fctl."""
+    cfg = reference_config()
+    settings = dataclasses.replace(FAST, n_speeds=8)
+    reference, duration = sweep_reference(cfg, settings=settings)
+    clock = SimClock()
+    backend = SimBackend(cfg, clock, seed=5)
+    summary = run_session(cfg, Session(backend=backend, clock=clock, reference=reference,
+                                       duration_s=duration, compensation="off"),
+                          tmp_path / "run", plot=False)
+    assert not summary["faults"]
+    result = identify_from_log(tmp_path / "run" / "run.fctl", cfg, tmp_path / "id", settings=settings,
+                               plot=False)
+    assert_close(result.friction, cfg.plant.friction, names=("Fc", "Fs", "sigma2", "vs"))
+    assert result.sources["sigma0"] == "prior" and result.sources["Fs"] == "sweep"
+    found, data = load_params(tmp_path / "id" / "params.yaml")
+    assert isinstance(found, LuGreParams)
+    assert data["diagnostics"]["sweep"]["points_used"]["both"] == 8
+
+
+def test_identify_from_log_names_missing_columns(tmp_path):
+    path = tmp_path / "bare.fctl"
+    with RunLogWriter(path, ("t_s", "pos_rad"), {}) as writer:
+        for k in range(10):
+            writer.append((k * 1e-3, 0.0))
+    with pytest.raises(IdentificationError, match="vel_ref_rad_s, current_a"):
+        identify_from_log(path, reference_config(), tmp_path / "out")
