@@ -22,6 +22,41 @@ class UsageError(Exception):
     """Bad command-line input: printed as one line, exit 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the usage itself is in --help)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"frictionctl: error: {self.prog}: {message} (see --help)\n")
+
+
+def _duration(text: str) -> float:
+    """--duration: seconds, finite and > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be finite and > 0 s, got {text}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _existing_file(text: str) -> Path:
+    path = Path(text)
+    if not path.is_file():
+        raise UsageError(f"{path}: {'is a directory' if path.is_dir() else 'no such file'}")
+    return path
+
+
 def _print_table(title: str, rows: dict) -> None:
     width = max(len(k) for k in rows) if rows else 0
     print(title)
@@ -181,7 +216,7 @@ def cmd_hil(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from .report import plot_run
 
-    log = Path(args.log)
+    log = _existing_file(args.log)
     out = Path(args.out) if args.out else log.with_suffix(".png")
     plot_run(log, out)
     print(out)
@@ -191,7 +226,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from .runlog import export_csv, read_log
 
-    run = read_log(args.log)
+    run = read_log(_existing_file(args.log))
     if run.problem:
         print(f"frictionctl: warning: {run.problem}", file=sys.stderr)
     export_csv(run, args.csv)
@@ -250,9 +285,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     params = _params_file(args.params) if args.params else None
     progress = Progress("replay")
-    log = Path(args.log)
-    if not log.exists():
-        raise UsageError(f"{log}: no such file")
+    log = _existing_file(args.log)
     if log.suffix.lower() in CAPTURE_SUFFIXES:
         cfg = _load(args)
         if params is not None:
@@ -284,8 +317,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="frictionctl", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = _Parser(prog="frictionctl", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_Parser)
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -296,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config", default=DEFAULT_CONFIG,
                        help="config file, or the name of a shipped config (default: turntable)")
         p.add_argument("--out", default=out_default, help=f"output directory (default: {out_default})")
-        p.add_argument("--seed", type=int, default=1, help="random seed of the simulated plant")
+        p.add_argument("--seed", type=_seed, default=1, help="random seed of the simulated plant")
 
     modes = ("off", "coulomb", "stribeck", "lugre", "lugre_adaptive", "oracle")
 
@@ -308,21 +342,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scenario", default="creep", help="scenario name from the config")
     p.add_argument("--compensation", choices=modes, default=None,
                    help="override controller.compensation")
-    p.add_argument("--duration", type=float, default=None, help="seconds (default: the scenario's)")
+    p.add_argument("--duration", type=_duration, default=None, help="seconds (default: the scenario's)")
     p.add_argument("--no-plot", action="store_true", help="skip report.png")
 
     p = add("run", cmd_run, "drive a real (or paced simulated) axis on the real clock")
     common(p, "run-out")
     p.add_argument("--scenario", default="creep")
     p.add_argument("--compensation", choices=modes, default=None)
-    p.add_argument("--duration", type=float, default=None)
+    p.add_argument("--duration", type=_duration, default=None)
 
     p = add("hil", cmd_hil, "the real driver against its protocol-level emulator (HIL bench)")
     common(p, "hil-out")
     p.add_argument("--protocol", required=True, choices=("cia402", "odrive_can", "odrive_ascii"))
     p.add_argument("--scenario", default="creep")
     p.add_argument("--compensation", choices=modes, default=None)
-    p.add_argument("--duration", type=float, default=None)
+    p.add_argument("--duration", type=_duration, default=None)
     p.add_argument("--rate", type=float, default=None, help="loop rate [Hz] (default: loop.rate_hz)")
     p.add_argument("--realtime", action="store_true", help="real clock; the emulator follows wall time")
     p.add_argument("--capture", default=None,
@@ -364,6 +398,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.fn(args)
     except (ConfigError, UsageError, FrictionctlError) as err:
         print(f"frictionctl: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a path the user gave: missing, a directory, not writable, …
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"frictionctl: error: {where}{err.strerror or err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("frictionctl: interrupted", file=sys.stderr)

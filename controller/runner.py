@@ -66,6 +66,7 @@ def _header(cfg: Config, s: Session, compensator: Compensator) -> dict[str, Any]
         "scenario": s.scenario,
         "seed": s.seed,
         "duration_s": s.duration_s,
+        "controlled_ticks": int(round(s.duration_s * cfg.loop.rate_hz)),
         "rate_hz": cfg.loop.rate_hz,
         "versions": versions(),
         "fault_kinds": {k.value: k.name for k in FaultKind},
@@ -96,13 +97,25 @@ class _SignalStop:
             signal.signal(signum, handler)
 
 
+def controlled_mask(run) -> np.ndarray:
+    """Rows on which the loop ran the control law: before the first fault or stop request and
+    within the header's ``controlled_ticks`` (the safe-stop ramp is not controlled)."""
+    n = run.data.shape[0]
+    limit = int(run.header.get("controlled_ticks", n))
+    idx = np.arange(n)
+    stopped = run["fault"] != 0
+    first = int(np.argmax(stopped)) if stopped.any() else n
+    return (idx < limit) & (idx < first)
+
+
 def summarize(log_path: Path, result: RunResult | None = None) -> dict[str, Any]:
     """summary.json figures from a log (and the loop's result when at hand)."""
     run = read_log(log_path)
     h = run.header
     t = run["t_s"]
-    duration = float(h.get("duration_s", t[-1] if t.size else 0.0))
-    active = (t < duration) & (run["fault"] == 0)
+    active = controlled_mask(run)
+    rate = float(h.get("rate_hz") or 1.0)
+    duration = float(np.count_nonzero(active)) / rate  # what ran under control
     window = h.get("constant_speed_window")
     tm = tracking_metrics(t, run["pos_rad"], run["pos_ref_rad"], run["vel_rad_s"],
                           run["vel_ref_rad_s"], active=active,
@@ -112,6 +125,7 @@ def summarize(log_path: Path, result: RunResult | None = None) -> dict[str, Any]
     fc_hat = run["fc_hat_nm"][active] if active.any() else run["fc_hat_nm"]
     summary: dict[str, Any] = {
         "duration_s": duration,
+        "duration_requested_s": h.get("duration_s"),
         "ticks": int(t.size),
         "rate_hz": h.get("rate_hz"),
         "scenario": h.get("scenario"),

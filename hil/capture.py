@@ -1,8 +1,8 @@
 """Raw CAN captures (python-can formats: ``.log`` candump, ``.asc``, ``.blf``, …) turned into
 per-tick feedback by the drivers' own decoding code, for offline replay.
 
-Ticks: CiA 402 — each SYNC (0x080) opens a tick; the node's TPDO1 (position, statusword),
-TPDO2 (current, torque) and RPDO1 (target torque) that follow belong to it. ODrive CAN — each
+Ticks: CiA 402 — one per RPDO1 (target torque) the master sent, with the latest TPDO1
+(position, statusword) and TPDO2 (current, torque) before it. ODrive CAN — each
 Set_Input_Torque (0x0E) closes a tick; the latest Get_Encoder_Estimates (0x09) and Get_Iq (0x14)
 replies before it are its feedback. Rated torque/current of a CiA 402 drive are taken from the
 SDO replies in the capture when present (0x6076, 0x6075), else from the config.
@@ -77,28 +77,23 @@ def _cia402(messages, cfg: Config) -> tuple[list[tuple], int]:
         rated_current = 5.0
     cpr = cfg.drive.counts_per_rev
     rows, skipped = [], 0
-    tick = None
+    pos = cur = math.nan
     for m in messages:
         cid, data = m.arbitration_id, bytes(m.data)
-        if cid == 0x080:
-            if tick and not math.isnan(tick[1]):
-                rows.append(tuple(tick))
-            tick = [m.timestamp, math.nan, math.nan, math.nan]
-        elif tick is None:
-            skipped += 1
-        elif cid == ids.tpdo(1):
+        if cid == ids.tpdo(1):
             counts, _status = TPDO1.unpack(data, cid)
-            tick[1] = counts_to_rad(counts, cpr)
+            pos = counts_to_rad(counts, cpr)
         elif cid == ids.tpdo(2):
             cur_pm, _torque_pm = TPDO2.unpack(data, cid)
-            tick[2] = from_permille(cur_pm, rated_current)
+            cur = from_permille(cur_pm, rated_current)
         elif cid == ids.rpdo(1):
+            # one row per command the master sent, with the latest feedback it had (a tick
+            # whose TPDOs were lost or late keeps the previous sample, as the driver does)
             target_pm, _cw = RPDO1.unpack(data, cid)
-            tick[3] = from_permille(target_pm, rated_torque)
-        else:
+            if not math.isnan(pos):
+                rows.append((m.timestamp, pos, cur, from_permille(target_pm, rated_torque)))
+        elif cid != 0x080:
             skipped += 1
-    if tick and not math.isnan(tick[1]):
-        rows.append(tuple(tick))
     return rows, skipped
 
 

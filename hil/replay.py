@@ -26,6 +26,7 @@ from controller.config import Config, config_from_mapping
 from controller.control_law import ControlLaw
 from controller.friction import FrictionParams
 from controller.runlog import RunLog, read_log
+from controller.runner import controlled_mask
 from controller.schema import ConfigError
 from controller.velocity import VelocityEstimator
 
@@ -57,11 +58,7 @@ def config_from_log(run: RunLog, source: str = "log") -> Config:
 
 def controlled_rows(run: RunLog) -> np.ndarray:
     """Indices of the ticks on which the loop ran the control law (before any stop)."""
-    t = run["t_s"]
-    duration = float(run.header.get("duration_s", math.inf))
-    stopped = (run["fault"] != 0) | (t >= duration - 1e-12)
-    first_stop = int(np.argmax(stopped)) if stopped.any() else t.size
-    return np.arange(first_stop)
+    return np.flatnonzero(controlled_mask(run))
 
 
 def _replay_ticks(cfg: Config, mode: str, dt: float, cols: dict[str, list], n: int,
