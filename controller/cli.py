@@ -302,6 +302,63 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_identify(args: argparse.Namespace) -> int:
+    """Identification experiments on a backend (or a fit from a log) → DIR/params.yaml."""
+    import threading
+
+    from hil.identify import IdentificationError, identify, identify_from_log
+
+    cfg = _load(args)
+    out = Path(args.out)
+    if args.from_log:
+        result = identify_from_log(_existing_file(args.from_log), cfg, out)
+    else:
+        from drivers.registry import backend_class
+
+        from .clock import RealClock, SimClock
+
+        if args.backend == "sim":
+            from hil.sim_backend import SimBackend
+
+            clock = SimClock()
+            backend = SimBackend(cfg, clock, seed=args.seed)
+        else:
+            clock = RealClock(cfg.loop.spin_s)
+            backend = backend_class(args.backend).from_config(cfg, clock)
+        stop = threading.Event()
+        import signal
+
+        previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                    for sig in (signal.SIGINT, signal.SIGTERM)}
+        progress = Progress("identify")
+        try:
+            result = identify(cfg, backend, clock, out, progress=progress, stop_event=stop)
+        except IdentificationError as err:
+            progress.done()
+            print(f"frictionctl: identification failed: {err}", file=sys.stderr)
+            return 1
+        finally:
+            backend.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        progress.done()
+    p = result.friction
+    print(f"identified friction ({'per direction' if result.directional else 'both directions'}):")
+    sets = (("forward", p.forward), ("reverse", p.reverse)) if result.directional else (("", p),)
+    for label, q in sets:
+        print(f"  {label:<8}" + "  ".join(f"{k} {v:.5g}" for k, v in q.as_dict().items()))
+    print(f"wrote {out / 'params.yaml'} (use its friction: block as controller.friction)")
+    if args.check:
+        from hil.bench_compensation import identified_vs_true
+
+        if args.backend != "sim" and not args.from_log:
+            raise UsageError("--check compares against the simulated plant's truth: --backend sim")
+        for sc, (true_rms, ident_rms) in identified_vs_true(cfg, p, out / "check").items():
+            print(f"check {sc}: lugre_adaptive rms {ident_rms * 1e6:.3f} µrad with the identified set, "
+                  f"{true_rms * 1e6:.3f} with the true set: ratio {ident_rms / true_rms:.3f} (goal <= 1.3)")
+    return 0
+
+
 BENCHMARKS = {
     "lugre": "hil.bench_lugre",
     "loop": "hil.bench_loop",
@@ -381,6 +438,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="for a capture: the config (Kt, counts/rev, node id, parameters)")
     p.add_argument("--protocol", choices=("cia402", "odrive_can"), default=None,
                    help="for a capture: its protocol (default: inferred from its frames)")
+
+    p = add("identify", cmd_identify, "identification experiments → params.yaml (sweep, "
+                                          "breakaway, pre-sliding, sigma1), or a fit from a log")
+    common(p, "identify-out")
+    p.add_argument("--backend", default="sim", choices=("sim", "cia402", "odrive_can", "odrive_ascii"),
+                   help="where to run the experiments (real drives use the config's drive section)")
+    p.add_argument("--from-log", default=None, metavar="LOG",
+                   help="fit the Stribeck curve from a recorded run log instead of running experiments")
+    p.add_argument("--check", action="store_true",
+                   help="sim: compare lugre_adaptive with the identified set against the true set")
 
     p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation)")
     p.add_argument("which", choices=sorted(BENCHMARKS))

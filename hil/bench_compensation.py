@@ -149,6 +149,28 @@ def goal_lines(cfg: Config, results: dict[str, dict[str, dict]]) -> list[str]:
     return lines
 
 
+def with_believed_friction(cfg: Config, friction: FrictionParams) -> Config:
+    """The controller believes ``friction`` (the first schedule set too: it is the same table)."""
+    ctrl = cfg.controller
+    changes: dict[str, Any] = {"friction": friction}
+    if ctrl.schedule is not None:
+        sets = (dataclasses.replace(ctrl.schedule.sets[0], friction=friction),) + ctrl.schedule.sets[1:]
+        changes["schedule"] = dataclasses.replace(ctrl.schedule, sets=sets)
+    return dataclasses.replace(cfg, controller=dataclasses.replace(ctrl, **changes))
+
+
+def identified_vs_true(cfg: Config, identified: FrictionParams, out: Path,
+                       scenarios=("creep", "reversal", "step"), seed: int = 1) -> dict[str, tuple[float, float]]:
+    """rms error of lugre_adaptive with the identified set and with the plant's true set."""
+    result = {}
+    for sc in scenarios:
+        rms = [sim_run(with_believed_friction(cfg, f), sc, out / sc / name, compensation="lugre_adaptive",
+                       duration_s=None, seed=seed, plot=False)["rms_error_rad"]
+               for name, f in (("true", cfg.plant.friction), ("identified", identified))]
+        result[sc] = (rms[0], rms[1])
+    return result
+
+
 def plot_comparison(results: dict[str, dict[str, dict]], out_png: Path) -> Path:
     """rms error per scenario and mode (log scale), and the error traces of creep/reversal."""
     import matplotlib
