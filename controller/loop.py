@@ -206,6 +206,7 @@ class ControlLoop:
             else:
                 pos = vel = NAN
             pos_ref, vel_ref, acc_ref = reference.sample(t_ref)
+            f_true = truth()
             if stopping_at < 0 and not safety.faulted and fb is not None:
                 # estimate and control
                 sig.t_s = t_ref
@@ -219,7 +220,7 @@ class ControlLoop:
                 temp = fb.temperature_c
                 sig.temperature_c = temp if temp == temp else temperature_default
                 sig.payload_kg = getattr(backend, "payload_kg", 0.0)
-                sig.true_friction_nm = truth()
+                sig.true_friction_nm = f_true
                 try:
                     u = law.step(sig, dt)
                 except Exception as err:  # noqa: BLE001
@@ -270,7 +271,7 @@ class ControlLoop:
             if sink is not None:
                 try:
                     sink.append(self._row(t_ref, pos, vel, pos_ref, vel_ref, acc_ref, fb, u, ff,
-                                          late_us, compute_us, overrun))
+                                          late_us, compute_us, overrun, f_true))
                 except Exception as err:  # noqa: BLE001
                     safety.trip(FaultKind.LOG_OVERFLOW, f"log: {type(err).__name__}: {err}", t_ref)
                     if stopping_at < 0:
@@ -292,7 +293,8 @@ class ControlLoop:
                 backend.disable()
                 return stop_reason
 
-    def _row(self, t, pos, vel, pos_ref, vel_ref, acc_ref, fb, u, ff, late_us, compute_us, overrun):
+    def _row(self, t, pos, vel, pos_ref, vel_ref, acc_ref, fb, u, ff, late_us, compute_us, overrun,
+             f_true):
         pid, comp = self.pid, self.compensator
         if fb is None:
             current = drive_vel = temp = seq = math.nan
@@ -303,7 +305,7 @@ class ControlLoop:
         return (
             t, pos, vel, pos_ref, vel_ref, acc_ref, current, u, u - ff, ff,
             comp.friction_hat_nm, comp.z_hat, comp.fc_hat_nm, comp.residual_nm,
-            self.truth(), pid.p_nm, pid.i_nm, pid.d_nm, late_us, compute_us,
+            f_true, pid.p_nm, pid.i_nm, pid.d_nm, late_us, compute_us,
             1.0 if overrun else 0.0, float(self.safety.fault), state, seq, temp,
             1.0 if pid.saturated else 0.0, 1.0 if comp.reidentify else 0.0, drive_vel,
             self._sig.payload_kg, comp.param_step_nm, 1.0 if comp.fallback else 0.0,
