@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import json
 import sys
 from pathlib import Path
@@ -466,6 +467,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, UsageError, FrictionctlError) as err:
         print(f"frictionctl: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (``| head``): not an error of ours
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silences the flush at exit
+        return 0
     except OSError as err:  # a path the user gave: missing, a directory, not writable, …
         where = f"{err.filename}: " if err.filename else ""
         print(f"frictionctl: error: {where}{err.strerror or err}", file=sys.stderr)

@@ -277,14 +277,15 @@ class ControlLoop:
                     if stopping_at < 0:
                         stopping_at = k + 1  # this tick's command is out: the ramp starts next
                         stop_reason = f"fault: LOG_OVERFLOW: {err}"
-            status.tick = k
-            status.t_s = t_ref
-            status.late_us = late_us
-            status.error_rad = pos_ref - pos
-            status.torque_nm = u
-            status.overruns = safety.overruns
-            if safety.faulted:
-                status.fault = safety.fault.name
+            if real:  # the status line runs on the real clock only
+                status.tick = k
+                status.t_s = t_ref
+                status.late_us = late_us
+                status.error_rad = pos_ref - pos
+                status.torque_nm = u
+                status.overruns = safety.overruns
+                if safety.fault:
+                    status.fault = safety.fault.name
             if self.progress is not None and k % progress_every == 0:
                 self.progress(t_ref, self.duration_s)
             k += 1

@@ -111,6 +111,8 @@ class Turntable:
         return tau
 
     def _update_friction_scale(self) -> None:
+        if not self._fc_profile and self.extra_fc_scale == self.fc_scale:
+            return  # nothing drifts: the common case, kept cheap
         scale = profile_value(self._fc_profile, self.t_s) * self.extra_fc_scale
         if abs(scale - self.fc_scale) > 1e-9 * self.fc_scale:
             self.fc_scale = scale
