@@ -208,7 +208,8 @@ def cmd_hil(args: argparse.Namespace) -> int:
                       compensation=args.compensation, seed=args.seed, realtime=args.realtime,
                       capture=Path(args.capture) if args.capture else None,
                       progress=None if args.realtime else progress,
-                      on_loop=StatusLine.start_for if args.realtime else None)
+                      on_loop=StatusLine.start_for if args.realtime else None,
+                      separate_process=args.process)
     progress.done()
     print_summary(summary, f"hil {args.protocol} {args.scenario}")
     return _exit_code(summary)
@@ -417,6 +418,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=_duration, default=None)
     p.add_argument("--rate", type=float, default=None, help="loop rate [Hz] (default: loop.rate_hz)")
     p.add_argument("--realtime", action="store_true", help="real clock; the emulator follows wall time")
+    p.add_argument("--process", action="store_true",
+                   help="with --realtime, CAN: the emulator in its own process over udp_multicast "
+                        "(needs msgpack)")
     p.add_argument("--capture", default=None,
                    help="raw traffic: CAN in a python-can format by extension (.log candump, .asc); "
                         "serial as a timestamped byte log")

@@ -35,6 +35,8 @@ class HilRig:
     emulator: object
 
     def true_friction_nm(self) -> float:
+        if self.emulator is None:  # in another process: the truth is not at hand
+            return float("nan")
         return self.emulator.plant.friction_nm
 
 
@@ -61,12 +63,76 @@ def ascii_rate_limit(cfg: Config) -> float:
 
 
 @contextlib.contextmanager
+def _emulator_process(cfg: Config, protocol: str, seed: int) -> Iterator[Config]:
+    """The CAN emulator in a process of its own (``hil.emulator_process``) on a udp_multicast
+    group of this run's own; yields the config the driver uses to reach it."""
+    import subprocess
+    import sys
+    import tempfile
+
+    import yaml
+
+    from controller.schema import ConfigError, to_plain
+
+    try:
+        import msgpack  # noqa: F401 - python-can's udp_multicast interface needs it
+    except ImportError:
+        raise ConfigError("", "--process needs the msgpack package (python-can's udp_multicast "
+                              "interface): pip install msgpack") from None
+    rnd = uuid.uuid4().bytes
+    group = f"239.{rnd[0]}.{rnd[1]}.{max(1, rnd[2])}"
+    node_id = cfg.drive.node_id if protocol == "cia402" else min(cfg.drive.node_id, 63)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "config.yaml"
+        path.write_text(yaml.safe_dump(to_plain(cfg)))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hil.emulator_process", "--config", str(path), "--protocol",
+             protocol, "--channel", group, "--node-id", str(node_id), "--seed", str(seed),
+             "--rate", str(cfg.loop.rate_hz)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            cwd=Path(__file__).resolve().parents[1])
+        try:
+            line = proc.stdout.readline().strip()
+            if line != "ready":
+                raise ConfigError("", f"emulator process for {protocol} did not start "
+                                      f"(exit {proc.poll()}): {line or 'no output'}")
+            drive = dataclasses.replace(cfg.drive, interface="udp_multicast", channel=group,
+                                        node_id=node_id)
+            yield dataclasses.replace(cfg, drive=drive)
+        finally:
+            if proc.stdin:
+                proc.stdin.close()  # the emulator stops when its stdin closes
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@contextlib.contextmanager
 def hil_rig(cfg: Config, protocol: str, *, realtime: bool = False, seed: int = 0,
-            capture: Path | None = None, plant=None) -> Iterator[HilRig]:
+            capture: Path | None = None, plant=None, separate_process: bool = False) -> Iterator[HilRig]:
     """Start the emulator for ``protocol`` and the real driver against it; stop both after.
-    ``plant`` overrides ``cfg.plant`` for the emulated turntable."""
+    ``plant`` overrides ``cfg.plant`` for the emulated turntable. ``separate_process`` (CAN,
+    real time): the emulator runs in its own interpreter, reached over udp_multicast."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"--protocol: unknown {protocol!r} (known: {', '.join(PROTOCOLS)})")
+    if separate_process:
+        if protocol == "odrive_ascii" or not realtime or capture is not None or plant is not None:
+            raise ValueError("--process: CAN protocols in real time only, without --capture")
+        cfg = _hil_drive_config(cfg, protocol, "unused")
+        with _emulator_process(cfg, protocol, seed) as proc_cfg:
+            clock = RealClock(proc_cfg.loop.spin_s)
+            if protocol == "cia402":
+                from drivers.cia402 import Cia402Backend as cls
+            else:
+                from drivers.odrive_can import ODriveCanBackend as cls
+            backend = cls.from_config(proc_cfg, clock)
+            try:
+                yield HilRig(cfg=proc_cfg, backend=backend, clock=clock, emulator=None)
+            finally:
+                backend.close()
+        return
     plant_cfg = plant or cfg.plant
     channel = f"frictionctl-hil-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     cfg = _hil_drive_config(cfg, protocol, channel)
@@ -118,22 +184,25 @@ def hil_rig(cfg: Config, protocol: str, *, realtime: bool = False, seed: int = 0
 def hil_run(cfg: Config, protocol: str, scenario_name: str, out: Path, *,
             duration_s: float | None = None, compensation: str | None = None, seed: int = 1,
             realtime: bool = False, capture: Path | None = None, plot: bool = True,
-            progress=None, on_loop=None) -> dict:
+            progress=None, on_loop=None, separate_process: bool = False) -> dict:
     """``frictionctl hil``: one scenario end to end through the real driver and its emulator."""
     from controller.reference import make_reference
     from controller.runner import Session, run_session
 
     scenario = cfg.scenario(scenario_name)
     duration = duration_s if duration_s is not None else scenario.duration_s
-    with hil_rig(cfg, protocol, realtime=realtime, seed=seed, capture=capture) as rig:
+    with hil_rig(cfg, protocol, realtime=realtime, seed=seed, capture=capture,
+                 separate_process=separate_process) as rig:
         reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
         session = Session(backend=rig.backend, clock=rig.clock, reference=reference,
                           duration_s=duration, scenario=scenario_name, seed=seed,
                           compensation=compensation, truth=rig.true_friction_nm,
                           extra_header={"hil": {"protocol": protocol, "realtime": realtime,
+                                                "separate_process": separate_process,
                                                 "capture": str(capture) if capture else None}})
         summary = run_session(rig.cfg, session, out, plot=plot, progress=progress, on_loop=on_loop)
-        summary["emulator_drive_enabled_at_exit"] = _emulator_enabled(rig)
+        if rig.emulator is not None:
+            summary["emulator_drive_enabled_at_exit"] = _emulator_enabled(rig)
     return summary
 
 
