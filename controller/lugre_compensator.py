@@ -49,12 +49,13 @@ class LuGreCompensator(Compensator):
     crossfade), ``clamped``, ``weights`` (schedule)."""
 
     def __init__(self, friction: FrictionParams, J: float, Kt: float, *,
-                 observer: ObserverConfig = ObserverConfig(),
+                 observer: ObserverConfig | None = None,
                  adaptation: AdaptationConfig | None = None,
                  schedule: ScheduleConfig | None = None,
                  base_pid: PIDGains | None = None,
                  v_eps: float = 0.0) -> None:
         super().__init__()
+        observer = observer or ObserverConfig()
         self.mode = "lugre" if adaptation is None else "lugre_adaptive"
         self.cfg = observer
         self.scheduler = Scheduler(schedule, base_pid) if schedule is not None else None

@@ -59,7 +59,7 @@ def check_pieces(ref, t_start, segments, vmax, amax):
             t += T
             continue
         m, d = t + 0.5 * T, 0.25 * T
-        (xm, vm, am), (xp, vp, ap), (xn, vn, an) = ref.sample(m), ref.sample(m + d), ref.sample(m - d)
+        (_, vm, am), (xp, vp, ap), (xn, vn, an) = ref.sample(m), ref.sample(m + d), ref.sample(m - d)
         round_t = 8 * EPS * abs(m) / d  # relative error of the time differences
         tol_v = abs(j) * d * d / 6 * (1 + 1e-6) + round_t * vmax + 8 * EPS * max(abs(xp), abs(xn)) / d
         assert (xp - xn) / (2 * d) == pytest.approx(vm, abs=tol_v + 1e-300), (m, T, a0, j)
