@@ -166,6 +166,7 @@ class ControlLoop:
         perf = time.perf_counter
         sig = self._sig
         truth = self.truth
+        progress = self.progress
         NAN = math.nan
 
         fb = backend.read()
@@ -207,7 +208,7 @@ class ControlLoop:
                 pos = vel = NAN
             pos_ref, vel_ref, acc_ref = reference.sample(t_ref)
             f_true = truth()
-            if stopping_at < 0 and not safety.faulted and fb is not None:
+            if stopping_at < 0 and not safety.fault and fb is not None:
                 # estimate and control
                 sig.t_s = t_ref
                 sig.pos_rad = pos
@@ -228,12 +229,12 @@ class ControlLoop:
                     u = NAN
                 ff = law.ff_nm
                 fault = safety.check(t_ref, fb, pos, vel, pos_ref, vel_ref, u)
-                if fault is FaultKind.NONE:
+                if not fault:  # FaultKind.NONE
                     u = safety.clamp(u)
                 else:
                     stopping_at = k
                     stop_reason = f"fault: {fault.name}: {safety.message}"
-            elif safety.faulted and stopping_at < 0:
+            elif safety.fault and stopping_at < 0:
                 stopping_at = k
                 stop_reason = f"fault: {safety.fault.name}: {safety.message}"
             if stopping_at >= 0:
@@ -246,7 +247,7 @@ class ControlLoop:
                 ff = 0.0
                 if fb is None or fb.state is DriveState.FAULT or fb.fault_code or pos != pos:
                     backend.safe_stop()
-                if stop_reason == "completed" and safety.faulted:
+                if stop_reason == "completed" and safety.fault:
                     stop_reason = f"fault: {safety.fault.name}: {safety.message}"
             compute_us = (perf() - c0) * 1e6
             # write
@@ -286,8 +287,8 @@ class ControlLoop:
                 status.overruns = safety.overruns
                 if safety.fault:
                     status.fault = safety.fault.name
-            if self.progress is not None and k % progress_every == 0:
-                self.progress(t_ref, self.duration_s)
+            if progress is not None and k % progress_every == 0:
+                progress(t_ref, self.duration_s)
             k += 1
             if stopping_at >= 0 and (k - stopping_at >= ramp_ticks or not backend.enabled):
                 self._k = k

@@ -93,7 +93,7 @@ class Turntable:
         self.current_a = 0.0
         self.z_rad = 0.0
         self.friction_nm = 0.0
-        self._substeps: dict[float, int] = {}
+        self._substeps: dict[float, tuple[int, float, float]] = {}
 
     def substeps(self, dt_s: float) -> int:
         """Substeps for a control period: h <= bristle period / 20, at least min_substeps."""
@@ -118,29 +118,39 @@ class Turntable:
             self.fc_scale = scale
             self.friction = scale_friction(self._base_friction, scale)
 
+    def _steps(self, dt_s: float) -> tuple[int, float, float]:
+        """(substeps, substep h [s], current-loop decay per substep) for a control period."""
+        cached = self._substeps.get(dt_s)
+        if cached is None:
+            n = self.substeps(dt_s)
+            h = dt_s / n
+            lag = math.exp(-2.0 * math.pi * self.cfg.current_loop.bandwidth_hz * h)
+            cached = self._substeps[dt_s] = (n, h, lag)
+        return cached
+
     def advance(self, i_cmd_a: float, dt_s: float) -> None:
         """Move the plant one control period with the current command held [A, s]."""
         self._update_friction_scale()
-        n = self._substeps.get(dt_s) or self._substeps.setdefault(dt_s, self.substeps(dt_s))
-        h = dt_s / n
+        n, h, lag = self._steps(dt_s)
         limit = self.cfg.current_loop.limit_a
         i_target = limit if i_cmd_a > limit else (-limit if i_cmd_a < -limit else i_cmd_a)
         if not math.isfinite(i_target):
             i_target = 0.0
-        lag = math.exp(-2.0 * math.pi * self.cfg.current_loop.bandwidth_hz * h)
         params = self.friction
-        inv_j = 1.0 / self.J
+        step = lugre_step
+        blocked = self.blocked
+        h_inv_j = h / self.J
         kt = self.Kt
         i, z, w, th = self.current_a, self.z_rad, self.omega_rad_s, self.theta_rad
         f = self.friction_nm
         tau_d = self.disturbance_nm(th)
         for _ in range(n):
             i = i_target + (i - i_target) * lag
-            z, f = lugre_step(params, z, w, h)
-            if self.blocked:
+            z, f = step(params, z, w, h)
+            if blocked:
                 w = 0.0
                 continue
-            w += h * (kt * i - f - tau_d) * inv_j
+            w += (kt * i - f - tau_d) * h_inv_j
             th += h * w
         self.current_a, self.z_rad, self.omega_rad_s, self.theta_rad = i, z, w, th
         self.friction_nm = f

@@ -19,6 +19,7 @@ from drivers.errors import EnableError
 
 from .plant import Turntable
 
+_ENABLED = DriveState.ENABLED
 FAULTS = ("stale", "nan_current", "drive_fault", "blocked_rotor", "inverted_sign")
 SIM_FAULT_CODE = 0x5441  # arbitrary drive-side code for an injected fault
 
@@ -124,7 +125,7 @@ class SimBackend(Backend):
         while plant.t_s + 0.5 * dt <= now:
             if self._changes:
                 self._apply_changes()
-            plant.advance(self._i_cmd if self._state is DriveState.ENABLED else 0.0, dt)
+            plant.advance(self._i_cmd if self._state is _ENABLED else 0.0, dt)
         if "stale" in self._faults and self._last is not None:
             return self._last
         m = plant.measure()
