@@ -158,26 +158,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _exit_code(summary)
 
 
-def _retune_for_rate(cfg):
-    """A loop rate too slow for the configured PID bandwidth (the triple-pole rule needs the
-    rate ≥ 20× the bandwidth for its phase margin): retune by the same rule at rate/20."""
+def _retune_for_rate(cfg, delay_periods: int = 1):
+    """A loop rate too slow for the configured PID bandwidth: retune by the same triple-pole
+    rule. The rule needs the rate >= 20× the bandwidth per period of command delay (a CiA 402
+    drive applies a command at the next SYNC: two periods) for its phase margin."""
     from .gains import PIDGains
 
     ctrl = cfg.controller
     bw_hz = ctrl.pid.kd / (3.0 * ctrl.J) / (2.0 * math.pi)
-    if cfg.loop.rate_hz >= 20.0 * bw_hz:
+    ratio = 20.0 * delay_periods
+    if cfg.loop.rate_hz >= ratio * bw_hz:
         return cfg
-    new_bw = cfg.loop.rate_hz / 20.0
+    new_bw = cfg.loop.rate_hz / ratio
     gains = PIDGains.triple_pole(ctrl.J, new_bw, output_limit_nm=ctrl.pid.output_limit_nm,
                                  derivative_cutoff_hz=min(ctrl.pid.derivative_cutoff_hz,
                                                           cfg.loop.rate_hz / 4.0))
-    print(f"frictionctl: {cfg.loop.rate_hz:g} Hz is too slow for a {bw_hz:.3g} Hz position loop: "
-          f"PID retuned by the triple-pole rule at {new_bw:.3g} Hz", file=sys.stderr)
+    print(f"frictionctl: {cfg.loop.rate_hz:g} Hz is too slow for a {bw_hz:.3g} Hz position loop "
+          f"with {delay_periods} period(s) of command delay: PID retuned by the triple-pole rule "
+          f"at {new_bw:.3g} Hz", file=sys.stderr)
     return dataclasses.replace(cfg, controller=dataclasses.replace(ctrl, pid=gains))
 
 
 def cmd_hil(args: argparse.Namespace) -> int:
-    from hil.hil_session import ascii_rate_limit, hil_run
+    from hil.hil_session import COMMAND_DELAY_PERIODS, ascii_rate_limit, hil_run
 
     from .runner import print_summary
     from .status import StatusLine
@@ -192,7 +195,7 @@ def cmd_hil(args: argparse.Namespace) -> int:
         print(f"frictionctl: odrive_ascii at {cfg.drive.baudrate} baud holds at most {limit:.0f} Hz: "
               f"running the loop at {int(limit)} Hz (set --rate or drive.baudrate)", file=sys.stderr)
         cfg = dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, rate_hz=float(int(limit))))
-    cfg = _retune_for_rate(cfg)
+    cfg = _retune_for_rate(cfg, COMMAND_DELAY_PERIODS[args.protocol])
     if math.isfinite(cfg.drive.watchdog_timeout_s) and cfg.drive.watchdog_timeout_s <= 3 * cfg.loop.dt_s:
         wd = 5 * cfg.loop.dt_s
         print(f"frictionctl: drive.watchdog_timeout_s {cfg.drive.watchdog_timeout_s:g} s is within 3 loop "

@@ -23,6 +23,9 @@ from drivers.backend import Backend, Clock
 
 PROTOCOLS = ("cia402", "odrive_can", "odrive_ascii")
 CIA402_RATED_CURRENT_A = 5.0  # the emulated drive's 0x6075 [A]
+# periods from the measurement to the command taking effect: CiA 402 CST applies an RPDO at the
+# next SYNC; the ODrive applies a torque command on arrival
+COMMAND_DELAY_PERIODS = {"cia402": 2, "odrive_can": 1, "odrive_ascii": 1}
 
 
 @dataclasses.dataclass
