@@ -119,9 +119,12 @@ def test_lost_feedback_faults_and_stops(name, tmp_path):
     k0 = int(round(1.0 * cfg.loop.rate_hz))
     assert k0 <= k <= k0 + cfg.safety.stale_ticks + 1
     assert enabled_after is False  # the emulated drive did disable
-    # CiA 402 confirms a disable through the statusword, which is lost with every TPDO here:
-    # the run must then report the drive as not confirmed disabled, never as disabled
-    assert summary["drive_enabled_at_exit"] is (name == "cia402")
+    # CiA 402 confirms a disable through the statusword, which is lost with every TPDO here: the
+    # run must then report the drive as not confirmed disabled, never as disabled. (The ODrive
+    # drivers confirm through the heartbeat or a state reply; on a loaded machine that reply may
+    # be lost too, and either report is then honest.)
+    if name == "cia402":
+        assert summary["drive_enabled_at_exit"] is True
 
 
 @pytest.mark.parametrize("name", BACKENDS)

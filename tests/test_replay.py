@@ -75,13 +75,20 @@ def test_a_capture_replays_through_the_driver_decoders(protocol, suffix, tmp_pat
     # every tick the loop ran appears in the capture (startup and stop ticks may add a few)
     assert abs(res["ticks"] - run.data.shape[0]) <= 60
     cap = np.genfromtxt(tmp_path / "replay" / "replay.csv", delimiter=",", names=True)
-    # the decoded commands are the logged ones (CiA 402: within the ‰-of-rated quantization)
+    # the decoded commands are the logged ones, in order (CiA 402: within the ‰-of-rated
+    # quantization); matched as a subsequence, since a loaded machine may add or lose a frame
     tol = 2e-3 * 3.0 if protocol == "cia402" else 1e-6
     logged = run["torque_cmd_nm"][np.abs(run["torque_cmd_nm"]) > 0]
     decoded = cap["torque_cmd_nm"][np.abs(cap["torque_cmd_nm"]) > 0]
-    n = min(logged.size, decoded.size, 500)
-    offset = int(np.argmin([np.max(np.abs(decoded[k:k + n] - logged[:n])) for k in range(3)]))
-    assert np.max(np.abs(decoded[offset:offset + n] - logged[:n])) <= tol
+    matched, j = 0, 0
+    for value in logged:
+        k = j
+        while k < decoded.size and k < j + 5 and abs(decoded[k] - value) > tol:
+            k += 1
+        if k < decoded.size and abs(decoded[k] - value) <= tol:
+            matched += 1
+            j = k + 1
+    assert matched >= 0.97 * logged.size, (matched, logged.size)
     # the estimator sees friction in the captured motion: the reversal's ±Fc levels
     assert np.max(cap["friction_hat_nm"]) > 0.15 and np.min(cap["friction_hat_nm"]) < -0.15
 
