@@ -209,8 +209,15 @@ def hil_run(cfg: Config, protocol: str, scenario_name: str, out: Path, *,
     return summary
 
 
-def _emulator_enabled(rig: HilRig) -> bool:
-    """Whether the emulated drive still accepts torque (must be False after a run)."""
+def _emulator_enabled(rig: HilRig, settle_s: float = 2.0) -> bool:
+    """Whether the emulated drive still accepts torque (must be False after a run). The disable
+    may still be in flight to the emulator's thread: it gets ``settle_s`` to arrive."""
     emu = rig.emulator
-    state = emu.axis_state if hasattr(emu, "axis_state") else emu.state
-    return state.name in ("CLOSED_LOOP_CONTROL", "OPERATION_ENABLED")
+
+    def enabled(e) -> bool:
+        state = e.axis_state if hasattr(e, "axis_state") else e.state
+        return state.name in ("CLOSED_LOOP_CONTROL", "OPERATION_ENABLED")
+
+    wait = getattr(emu, "wait_for", None) or emu.wait_until
+    wait(lambda e: not enabled(e), settle_s)
+    return enabled(emu)
