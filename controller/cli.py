@@ -58,15 +58,6 @@ def _existing_file(text: str) -> Path:
     return path
 
 
-def _print_table(title: str, rows: dict) -> None:
-    width = max(len(k) for k in rows) if rows else 0
-    print(title)
-    for key, value in rows.items():
-        if isinstance(value, float):
-            value = f"{value:.6g}"
-        print(f"  {key:<{width}}  {value}")
-
-
 def cmd_curves(args: argparse.Namespace) -> int:
     from hil.curves import friction_curves
 
@@ -78,7 +69,9 @@ def cmd_curves(args: argparse.Namespace) -> int:
     facts = friction_curves(cfg.plant, out / "friction.png", seed=args.seed)
     facts["plot"] = str(out / "friction.png")
     (out / "curves.json").write_text(json.dumps(facts, indent=2))
-    _print_table("friction curves (plant truth)", facts)
+    from .runner import print_summary
+
+    print_summary(facts, "friction curves (plant truth)")
     return 0
 
 

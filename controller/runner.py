@@ -181,13 +181,20 @@ def run_session(cfg: Config, s: Session, out_dir: Path, *, plot: bool = True,
         if helper is not None and hasattr(helper, "stop"):
             helper.stop()
     summary = summarize(log_path, result)
-    (out_dir / "summary.json").write_text(json.dumps(_json_safe(summary), indent=2) + "\n")
+    write_summary(out_dir, summary)
     if plot:
         from .report import plot_run
 
         plot_run(log_path, out_dir / "report.png")
         summary["report"] = str(out_dir / "report.png")
     return summary
+
+
+def write_summary(out_dir: Path, summary: dict[str, Any]) -> Path:
+    """out_dir/summary.json; non-finite numbers become null (strict JSON)."""
+    path = out_dir / "summary.json"
+    path.write_text(json.dumps(_json_safe(summary), indent=2) + "\n")
+    return path
 
 
 def _json_safe(obj: Any) -> Any:

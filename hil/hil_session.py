@@ -205,14 +205,13 @@ def hil_run(cfg: Config, protocol: str, scenario_name: str, out: Path, *,
                                                 "capture": str(capture) if capture else None}})
         summary = run_session(rig.cfg, session, out, plot=plot, progress=progress, on_loop=on_loop)
         if rig.emulator is not None:
-            summary["emulator_drive_enabled_at_exit"] = _emulator_enabled(rig)
+            summary["emulator_drive_enabled_at_exit"] = emulator_enabled(rig.emulator)
     return summary
 
 
-def _emulator_enabled(rig: HilRig, settle_s: float = 2.0) -> bool:
-    """Whether the emulated drive still accepts torque (must be False after a run). The disable
+def emulator_enabled(emu, settle_s: float = 2.0) -> bool:
+    """Whether an emulated drive still accepts torque (must be False after a run). The disable
     may still be in flight to the emulator's thread: it gets ``settle_s`` to arrive."""
-    emu = rig.emulator
 
     def enabled(e) -> bool:
         state = e.axis_state if hasattr(e, "axis_state") else e.state

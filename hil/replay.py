@@ -12,7 +12,6 @@ friction and commands equal the logged ones (to 1e-12; in practice bit for bit).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from controller.config import Config, config_from_mapping
 from controller.control_law import ControlLaw
 from controller.friction import FrictionParams
 from controller.runlog import RunLog, read_log
-from controller.runner import controlled_mask
+from controller.runner import controlled_mask, write_summary
 from controller.schema import ConfigError
 from controller.velocity import VelocityEstimator
 
@@ -189,14 +188,8 @@ def replay_capture(path: Path, cfg: Config, out_dir: Path, *, protocol: str | No
         fig.savefig(out_dir / "replay.png", dpi=100)
         plt.close(fig)
         summary["report"] = str(out_dir / "replay.png")
-    _write_summary(out_dir, summary)
+    write_summary(out_dir, summary)
     return summary
-
-
-def _write_summary(out_dir: Path, summary: dict[str, Any]) -> None:
-    (out_dir / "summary.json").write_text(json.dumps(
-        {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in summary.items()},
-        indent=2) + "\n")
 
 
 def with_params(cfg: Config, friction: FrictionParams) -> Config:
@@ -288,5 +281,5 @@ def replay(log_path: Path, out_dir: Path, *, params: FrictionParams | None = Non
                                                         res.fc_hat_nm, res.residual_nm,
                                                         res.torque_cmd_nm, res.reidentify]),
                delimiter=",", header=",".join(REPLAY_COLUMNS), comments="", fmt="%.17g")
-    _write_summary(out_dir, summary)
+    write_summary(out_dir, summary)
     return summary

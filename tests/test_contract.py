@@ -17,7 +17,7 @@ from controller.reference import make_reference
 from controller.runner import Session, run_session
 from controller.runlog import read_log
 from controller.safety import FaultKind
-from hil.hil_session import hil_rig
+from hil.hil_session import emulator_enabled, hil_rig
 from hil.sim_backend import SimBackend
 
 from .conftest import reference_config
@@ -70,16 +70,8 @@ def rig(name: str):
             else:
                 emu.inject_axis_error(DRIVE_FAULT_CODE[name])
 
-        def state_enabled(e) -> bool:
-            state = e.axis_state if hasattr(e, "axis_state") else e.state
-            return state.name in ("CLOSED_LOOP_CONTROL", "OPERATION_ENABLED")
-
         def emulated_enabled() -> bool:
-            # the disable command may still be in flight to the emulator's thread (a pty or bus
-            # in between, as on a machine): allow it 2 s to arrive, then read the drive's state
-            wait = getattr(emu, "wait_for", None) or emu.wait_until
-            wait(lambda e: not state_enabled(e), 2.0)
-            return state_enabled(emu)
+            return emulator_enabled(emu)
 
         yield r.cfg, r.backend, r.clock, inject, r.true_friction_nm, emulated_enabled
 
