@@ -227,8 +227,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     run = read_log(_existing_file(args.log))
     if run.problem:
         print(f"frictionctl: warning: {run.problem}", file=sys.stderr)
-    export_csv(run, args.csv)
-    print(f"{args.csv}: {run.data.shape[0]} rows, {len(run.columns)} columns")
+    written = export_csv(run, args.csv, named_codes=args.codes == "names", units=args.units)
+    print(f"{args.csv}: {run.data.shape[0]} rows, {len(run.columns)} columns"
+          + (f" (units and code names: {written[1]})" if len(written) > 1 else ""))
     return 0
 
 
@@ -428,6 +429,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("export", cmd_export, "export a run log to CSV")
     p.add_argument("log", help="run log (run.fctl)")
     p.add_argument("--csv", required=True, help="CSV path")
+    p.add_argument("--units", choices=("sidecar", "row", "none"), default="sidecar",
+                   help="column units: in CSV.json beside the file (default, with the code names "
+                        "and the run header), as the second line, or not at all")
+    p.add_argument("--codes", choices=("names", "numbers"), default="names",
+                   help="fault / drive_state as names (FOLLOWING_ERROR, ENABLED; default) or numbers")
 
     p = add("replay", cmd_replay, "feed a logged run through the estimator again (what-if)")
     p.add_argument("log", help="run log (run.fctl) or a CAN capture (.log, .asc, .blf)")
