@@ -158,6 +158,7 @@ class RunLogWriter:
 
         self.path = os.fspath(path)
         self.columns = columns
+        self.units = units
         self._chunk_rows = chunk_rows
         self._capacity = capacity_rows
         self._row = struct.Struct(f"<{len(columns)}d")
@@ -236,6 +237,20 @@ class RunLogWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def latest(self) -> tuple[int, tuple[float, ...]] | None:
+        """(index, row) of the last row ``append`` accepted, or None before the first.
+
+        For readers in other threads (the live view): no lock and nothing for the loop to do.
+        The slot read is not the one ``append`` fills next, and it is reused only ``capacity``
+        rows later, after the writer thread has drained it; ``unpack_from`` runs under the
+        GIL, so the row comes back whole.
+        """
+        n = self._appended
+        if n == 0:
+            return None
+        k = n - 1
+        return k, self._row.unpack_from(self._ring, (k % self._capacity) * self._row_bytes)
 
     @property
     def rows_appended(self) -> int:
