@@ -138,14 +138,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"frictionctl: {message}", file=sys.stderr)
     clock = RealClock(cfg.loop.spin_s)
     cls = backend_class(cfg.drive.protocol)
+    capture = None
+    if args.capture:
+        from hil.capture import RunCapture
+
+        capture = RunCapture(cfg, Path(args.capture))  # before the drive link opens
     if cfg.drive.protocol == "sim":
         backend = cls(cfg, clock, seed=args.seed, scenario=scenario)
     else:
-        backend = cls.from_config(cfg, clock)
+        backend = cls.from_config(cfg, clock, **(capture.backend_kwargs if capture else {}))
     reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
     session = Session(backend=backend, clock=clock, reference=reference, duration_s=duration,
                       scenario=args.scenario, seed=args.seed, compensation=args.compensation)
-    summary = run_session(cfg, session, Path(args.out), on_loop=_live_hook(args, status=True))
+    try:
+        summary = run_session(cfg, session, Path(args.out), on_loop=_live_hook(args, status=True))
+    finally:
+        if capture is not None:
+            capture.stop()
     print_summary(summary, f"run {args.scenario} on {cfg.drive.protocol}")
     return _exit_code(summary)
 
@@ -387,6 +396,7 @@ BENCHMARKS = {
     "lugre": "hil.bench_lugre",
     "loop": "hil.bench_loop",
     "compensation": "hil.bench_compensation",
+    "log": "hil.bench_log",
 }
 
 
@@ -431,6 +441,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scenario", default="creep")
     p.add_argument("--compensation", choices=modes, default=None)
     p.add_argument("--duration", type=_duration, default=None)
+    p.add_argument("--capture", default=None, metavar="FILE",
+                   help="record the drive link: CAN in a python-can format by extension (.log "
+                        "candump, .asc, .blf, .csv; replay reads it), serial (odrive_ascii) as "
+                        "text lines (.txt)")
     _add_live_options(p)
 
     p = add("hil", cmd_hil, "the real driver against its protocol-level emulator (HIL bench)")
@@ -483,7 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true",
                    help="sim: compare lugre_adaptive with the identified set against the true set")
 
-    p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation)")
+    p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation, log)")
     p.add_argument("which", choices=sorted(BENCHMARKS))
     p.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (--help)")
 
