@@ -19,10 +19,13 @@ from typing import Sequence
 #: source tree). Validation of user input (config, schema, parameter dataclasses) stays outside
 #: this list, so bad input keeps its field-named ``ValueError``/``ConfigError`` on both paths.
 HOT_MODULES: tuple[str, ...] = (
-    "controller.pid",
-    "controller.velocity",
+    "controller.clock",
     "controller.control_law",
+    "controller.pid",
+    "controller.reference",
+    "controller.velocity",
     "hil.plant",
+    "hil.sim_backend",
 )
 
 PURE_ENV = "FRICTIONCTL_PURE_PYTHON"
