@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 
 from drivers.errors import FrictionctlError
 
+from .executor import add_executor_arguments, int_argument
 from .schema import ConfigError
 
 DEFAULT_CONFIG = "turntable"
@@ -41,14 +42,7 @@ def _duration(text: str) -> float:
     return value
 
 
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+_seed = int_argument(0)
 
 
 def _existing_file(text: str) -> Path:
@@ -309,29 +303,29 @@ def _params_file(path: str):
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from hil.replay import replay
+    from hil.capture import CAPTURE_SUFFIXES
+    from hil.replay import ReplayTask, batch_out_dirs, format_batch, replay_task
 
+    from .executor import run_map, spec_from_args
     from .runner import print_summary
 
-    from hil.capture import CAPTURE_SUFFIXES
-    from hil.replay import replay_capture
-
     params = _params_file(args.params) if args.params else None
-    progress = Progress("replay")
-    log = _existing_file(args.log)
-    if log.suffix.lower() in CAPTURE_SUFFIXES:
-        cfg = _load(args)
-        if params is not None:
-            from hil.replay import with_params
-
-            cfg = with_params(cfg, params)
-        summary = replay_capture(log, cfg, Path(args.out), protocol=args.protocol,
-                                 compensation=args.compensation, progress=progress)
-    else:
-        summary = replay(log, Path(args.out), params=params, compensation=args.compensation,
-                         progress=progress)
-    progress.done()
-    print_summary(summary, f"replay of {args.log}")
+    sources = [_existing_file(log) for log in args.log]
+    capture_cfg = _load(args) if any(s.suffix.lower() in CAPTURE_SUFFIXES for s in sources) else None
+    tasks = [ReplayTask(src, out, params=params, compensation=args.compensation, plot=not args.no_plot,
+                        capture_cfg=capture_cfg if src.suffix.lower() in CAPTURE_SUFFIXES else None,
+                        protocol=args.protocol)
+             for src, out in zip(sources, batch_out_dirs(sources, Path(args.out)))]
+    spec = spec_from_args(args)
+    if len(tasks) == 1 and spec.jobs == 1 and spec.cluster is None:
+        progress = Progress("replay")
+        summary = replay_task(tasks[0], progress)
+        progress.done()
+        print_summary(summary, f"replay of {args.log[0]}")
+        return 0
+    summaries = run_map(replay_task, tasks, spec)
+    print(format_batch(summaries))
+    print(f"{len(summaries)} replays ({spec.description}): {args.out}/<k>-<name>/summary.json")
     return 0
 
 
@@ -476,8 +470,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--codes", choices=("names", "numbers"), default="names",
                    help="fault / drive_state as names (FOLLOWING_ERROR, ENABLED; default) or numbers")
 
-    p = add("replay", cmd_replay, "feed a logged run through the estimator again (what-if)")
-    p.add_argument("log", help="run log (run.fctl) or a CAN capture (.log, .asc, .blf)")
+    p = add("replay", cmd_replay, "feed logged runs through the estimator again (what-if)")
+    p.add_argument("log", nargs="+", help="run logs (run.fctl) or CAN captures (.log, .asc, .blf); "
+                                          "several: one folder each under --out")
     p.add_argument("--params", default=None, help="what-if friction parameters (params.yaml or a config)")
     p.add_argument("--compensation", choices=modes, default=None,
                    help="default: the logged mode (lugre for a capture)")
@@ -486,6 +481,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="for a capture: the config (Kt, counts/rev, node id, parameters)")
     p.add_argument("--protocol", choices=("cia402", "odrive_can"), default=None,
                    help="for a capture: its protocol (default: inferred from its frames)")
+    p.add_argument("--no-plot", action="store_true", help="skip replay.png (the slowest part)")
+    add_executor_arguments(p)
 
     p = add("identify", cmd_identify, "identification experiments → params.yaml (sweep, "
                                           "breakaway, pre-sliding, sigma1), or a fit from a log")

@@ -52,8 +52,11 @@ def versions() -> dict[str, str]:
     import numpy
     import scipy
 
+    from .compiled import active_path
+
     return {"frictionctl": __version__, "python": platform.python_version(),
-            "numpy": numpy.__version__, "scipy": scipy.__version__, "platform": platform.platform()}
+            "numpy": numpy.__version__, "scipy": scipy.__version__, "platform": platform.platform(),
+            "hot_path": active_path()}
 
 
 def _header(cfg: Config, s: Session, compensator: Compensator) -> dict[str, Any]:

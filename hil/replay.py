@@ -263,6 +263,52 @@ def plot_replay(res: ReplayResult, out_png: Path) -> Path:
     return out_png
 
 
+@dataclass(frozen=True)
+class ReplayTask:
+    """One replay of a batch (``frictionctl replay LOG...``): picklable, run by :func:`replay_task`.
+    ``capture_cfg``: the source is a raw capture, decoded and replayed with this config."""
+
+    source: Path
+    out_dir: Path
+    params: FrictionParams | None = None
+    compensation: str | None = None
+    plot: bool = True
+    capture_cfg: Config | None = None
+    protocol: str | None = None
+
+
+def replay_task(task: ReplayTask,
+                progress: Callable[[float, float], None] | None = None) -> dict[str, Any]:
+    """Run one :class:`ReplayTask` (top level, so a process pool or a Dask worker can run it)."""
+    if task.capture_cfg is not None:
+        cfg = task.capture_cfg if task.params is None else with_params(task.capture_cfg, task.params)
+        return replay_capture(task.source, cfg, task.out_dir, protocol=task.protocol,
+                              compensation=task.compensation, plot=task.plot, progress=progress)
+    return replay(task.source, task.out_dir, params=task.params, compensation=task.compensation,
+                  plot=task.plot, progress=progress)
+
+
+def batch_out_dirs(sources: list[Path], out: Path) -> list[Path]:
+    """Output folders of a batch: ``out`` itself for one source; ``out/<k>-<name>`` for many,
+    <name> the log's folder for a ``run.fctl`` (the usual name), else the file's stem."""
+    if len(sources) == 1:
+        return [out]
+    width = len(str(len(sources)))
+    return [out / f"{k:0{width}d}-{src.parent.name if src.stem == 'run' else src.stem}"
+            for k, src in enumerate(sources, start=1)]
+
+
+def format_batch(summaries: list[dict[str, Any]]) -> str:
+    """One line per replayed source: ticks, speed, and the largest difference from the log."""
+    lines = [f"{'source':<48}{'mode':>16}{'ticks':>9}{'x realtime':>12}{'max |df| N·m':>14}"]
+    for s in summaries:
+        diff = s.get("max_abs_diff_friction_hat_nm")
+        lines.append(f"{str(s.get('log') or s.get('source')):<48}{s['compensation']:>16}"
+                     f"{s['ticks']:>9}{s['replay_realtime_factor']:>12.1f}"
+                     f"{'-' if diff is None else format(diff, '.3g'):>14}")
+    return "\n".join(lines)
+
+
 def replay(log_path: Path, out_dir: Path, *, params: FrictionParams | None = None,
            compensation: str | None = None, plot: bool = True,
            progress: Callable[[float, float], None] | None = None) -> dict[str, Any]:
