@@ -266,8 +266,8 @@ def run_figure(log_path: Path):
 
     ax = axes[1, 1]
     ax.plot(t, run["torque_cmd_nm"], lw=0.8, color=color, label="command")
-    ax.plot(t, run["torque_pid_nm"], lw=0.6, color="0.45", label="PID")
-    ax.plot(t, run["torque_ff_nm"], lw=0.6, color="#17becf", label="feedforward")
+    ax.plot(t, run["torque_pid_nm"], lw=0.5, color="k", alpha=0.7, label="PID")
+    ax.plot(t, run["torque_ff_nm"], lw=0.7, color="#17becf", label="feedforward")
     ax.set_ylabel(f"{kind} [{force}]")
 
     truth = run["friction_true_nm"]
@@ -294,6 +294,8 @@ def run_figure(log_path: Path):
 
     ax = axes[3, 0]
     ax.plot(t, run["fc_hat_nm"], lw=1.2, color=color, label="Fc estimate")
+    if not np.isfinite(run["fc_hat_nm"]).any():
+        ax.set_title(f"no Fc estimate in mode {mode}", fontsize=8)
     fc = true_fc(run)
     if fc is not None:
         ax.plot(t, fc, "k--", lw=0.8, zorder=5, label="plant Fc (true)")
@@ -323,16 +325,17 @@ def run_figure(log_path: Path):
             a.remove()
         ax = fig.add_subplot(gs[4, :])
         ax.set_label("lateness")
-        late = run["late_us"][~stop]
-        late = late[np.isfinite(late)]
+        late = run["late_us"]
+        late = late[np.isfinite(late)]  # every tick, as summary.json's lateness figures
         if late.size:
             ax.hist(late, bins=80, log=True, color=color)
             ax.set_xlabel("tick lateness [µs]")
             ax.set_ylabel("ticks")
-            ax.set_title(f"lateness over {late.size} controlled ticks: p99 "
-                         f"{np.percentile(late, 99):.1f} µs, max {late.max():.1f} µs", fontsize=8)
+            ax.set_title(f"lateness of all {late.size} ticks: p50 {summary['p50_late_us']:.1f} µs, "
+                         f"p99 {summary['p99_late_us']:.1f} µs, max {summary['max_late_us']:.1f} µs "
+                         f"(as summary.json)", fontsize=8)
         else:
-            ax.text(0.5, 0.5, "no controlled ticks: no lateness measured", ha="center",
+            ax.text(0.5, 0.5, "no ticks ran: no lateness measured", ha="center",
                     va="center", transform=ax.transAxes)
             ax.set_axis_off()
     fig.tight_layout()
@@ -370,18 +373,20 @@ def comparison_figure(results: dict[str, dict[str, dict[str, Any]]],
     ax = axes[0]
     width = 0.8 / len(modes)
     x = np.arange(len(scenarios))
+    first = next(iter(next(iter(results.values())).values()))
+    f, unit = _micro(read_log(first["log"]).units.get("pos_rad", "rad")) if first.get("log") \
+        else (1e6, "µrad")
     for i, mode in enumerate(modes):
-        vals = [results[sc][mode]["rms_error_rad"] * 1e6 for sc in scenarios]
+        vals = [results[sc][mode]["rms_error_rad"] * f for sc in scenarios]
         ax.bar(x + i * width, vals, width, label=mode, color=mode_color(mode))
     ax.set_xticks(x + 0.4 - width / 2, scenarios)
     ax.set_yscale("log")
     ax.set_label("rms")
-    ax.set_ylabel("rms tracking error [µrad]")
+    ax.set_ylabel(f"rms tracking error [{unit}]")
     ax.legend(fontsize=8, ncol=len(modes))
     ax.grid(True, axis="y", alpha=0.3)
     for ax, sc in zip(axes[1:], trace_sc):
         lims: list[tuple[float, float]] = []
-        unit = "µrad"
         sub = ax.inset_axes([0.72, 0.60, 0.27, 0.38])
         peaks: list[tuple[str, float, float]] = []
         for mode in modes:
