@@ -132,25 +132,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"frictionctl: {message}", file=sys.stderr)
     clock = RealClock(cfg.loop.spin_s)
     cls = backend_class(cfg.drive.protocol)
-    capture = None
-    if args.capture:
-        from hil.capture import RunCapture
-
-        capture = RunCapture(cfg, Path(args.capture))  # before the drive link opens
-    if cfg.drive.protocol == "sim":
-        backend = cls(cfg, clock, seed=args.seed, scenario=scenario)
-    else:
-        backend = cls.from_config(cfg, clock, **(capture.backend_kwargs if capture else {}))
-    reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
-    session = Session(backend=backend, clock=clock, reference=reference, duration_s=duration,
-                      scenario=args.scenario, seed=args.seed, compensation=args.compensation)
+    capture = _run_capture(args, cfg)  # before the drive link opens
     try:
+        if cfg.drive.protocol == "sim":
+            backend = cls(cfg, clock, seed=args.seed, scenario=scenario)
+        else:
+            backend = cls.from_config(cfg, clock, **(capture.backend_kwargs if capture else {}))
+        reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
+        session = Session(backend=backend, clock=clock, reference=reference, duration_s=duration,
+                          scenario=args.scenario, seed=args.seed, compensation=args.compensation)
         summary = run_session(cfg, session, Path(args.out), on_loop=_live_hook(args, status=True))
     finally:
         if capture is not None:
             capture.stop()
     print_summary(summary, f"run {args.scenario} on {cfg.drive.protocol}")
     return _exit_code(summary)
+
+
+def _run_capture(args: argparse.Namespace, cfg):
+    """``run --capture FILE``: the recorder of the drive link (stopped after the run), or None."""
+    if not args.capture:
+        return None
+    from hil.capture import RunCapture
+
+    return RunCapture(cfg, Path(args.capture))
 
 
 def _live_hook(args: argparse.Namespace, *, status: bool):
