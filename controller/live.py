@@ -104,6 +104,7 @@ class PlotSink(UdpJsonSink):
         self.frames_dir = frames_dir
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
                                       text=True)
+        assert self._proc.stdout is not None
         line = _readline(self._proc.stdout, start_timeout_s)
         if not line.startswith("port "):
             self._proc.kill()
@@ -115,6 +116,7 @@ class PlotSink(UdpJsonSink):
         import subprocess
 
         super().close()
+        assert self._proc.stdin is not None and self._proc.stdout is not None
         try:
             self._proc.stdin.close()  # end of run: the viewer draws its last frame and exits
         except OSError:
@@ -287,6 +289,7 @@ def plot_process_main(sock: socket.socket, units: dict[str, str], title: str, wi
         axes[-1].set_xlim(max(ts[0], ts[-1] - window_s), ts[-1] + 1e-9)
 
     def save() -> None:
+        assert frames is not None
         draw()
         fig.savefig(frames / f"frame_{stats['frames']:04d}.png", dpi=60)
         stats["frames"] += 1

@@ -54,7 +54,8 @@ def stop_start(run: "RunLog") -> int:
         faulted = run["fault"] != 0
         if faulted.any():
             first = int(np.argmax(faulted))
-    limit = int(run.header.get("controlled_ticks", n))
+    ticks = run.header.get("controlled_ticks")
+    limit = int(ticks) if isinstance(ticks, (int, float)) else n
     return min(first, limit, n)
 
 

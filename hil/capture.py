@@ -14,6 +14,7 @@ import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import can
 import numpy as np
@@ -209,7 +210,7 @@ class BusCapture:
     refuse it: the error names the interface."""
 
     def __init__(self, path: Path, interface: str, channel, bitrate: int | None = None) -> None:
-        kwargs = {"bitrate": bitrate} if bitrate and interface not in ("virtual", "socketcan",
+        kwargs: dict[str, Any] = {"bitrate": bitrate} if bitrate and interface not in ("virtual", "socketcan",
                                                                        "udp_multicast") else {}
         try:
             self._bus = can.Bus(interface=interface, channel=channel, **kwargs)
