@@ -459,7 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(needs msgpack)")
     p.add_argument("--capture", default=None,
                    help="raw traffic: CAN in a python-can format by extension (.log candump, .asc); "
-                        "serial as a timestamped byte log")
+                        "serial as text lines (t, > or <, the bytes escaped)")
     _add_live_options(p)
 
     p = add("plot", cmd_plot, "plot a run log")
