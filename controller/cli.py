@@ -355,6 +355,7 @@ BENCHMARKS = {
     "lugre": "hil.bench_lugre",
     "loop": "hil.bench_loop",
     "compensation": "hil.bench_compensation",
+    "replay": "hil.bench_replay",
 }
 
 
@@ -447,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true",
                    help="sim: compare lugre_adaptive with the identified set against the true set")
 
-    p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation)")
+    p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation, replay)")
     p.add_argument("which", choices=sorted(BENCHMARKS))
     p.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (--help)")
 
