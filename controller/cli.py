@@ -124,7 +124,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .reference import make_reference
     from .rt import realtime_setup
     from .runner import Session, print_summary, run_session
-    from .status import StatusLine
 
     cfg = _load(args)
     scenario = cfg.scenario(args.scenario)
@@ -140,9 +139,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
     session = Session(backend=backend, clock=clock, reference=reference, duration_s=duration,
                       scenario=args.scenario, seed=args.seed, compensation=args.compensation)
-    summary = run_session(cfg, session, Path(args.out), on_loop=StatusLine.start_for)
+    summary = run_session(cfg, session, Path(args.out), on_loop=_live_hook(args, status=True))
     print_summary(summary, f"run {args.scenario} on {cfg.drive.protocol}")
     return _exit_code(summary)
+
+
+def _live_hook(args: argparse.Namespace, *, status: bool):
+    """The on_loop hook of a real-clock run: the status line, plus the live view if asked."""
+    from .live import on_loop
+
+    return on_loop(status=status, udp=args.live_udp, plot=args.live)
+
+
+def _address(text: str) -> tuple[str, int]:
+    from .live import parse_address
+
+    try:
+        return parse_address(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _add_live_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--live", action="store_true",
+                   help="live plot window (matplotlib, its own process, ~30 samples/s)")
+    p.add_argument("--live-udp", type=_address, default=None, metavar="[HOST:]PORT",
+                   help="stream ~30 samples/s as JSON over UDP, e.g. to PlotJuggler's UDP server "
+                        "(port 9870; timestamp field t_s)")
 
 
 def _retune_for_rate(cfg, delay_periods: int = 1):
@@ -170,8 +193,10 @@ def cmd_hil(args: argparse.Namespace) -> int:
     from hil.hil_session import COMMAND_DELAY_PERIODS, ascii_rate_limit, hil_run
 
     from .runner import print_summary
-    from .status import StatusLine
 
+    if (args.live or args.live_udp) and not args.realtime:
+        raise UsageError("--live/--live-udp need --realtime (a lockstep run ends before a view "
+                         "could follow it; plot its report.png instead)")
     cfg = _load(args)
     if args.rate is not None:
         if not 0 < args.rate <= 20000:
@@ -198,7 +223,7 @@ def cmd_hil(args: argparse.Namespace) -> int:
                       compensation=args.compensation, seed=args.seed, realtime=args.realtime,
                       capture=Path(args.capture) if args.capture else None,
                       progress=None if args.realtime else progress,
-                      on_loop=StatusLine.start_for if args.realtime else None,
+                      on_loop=_live_hook(args, status=True) if args.realtime else None,
                       separate_process=args.process)
     progress.done()
     print_summary(summary, f"hil {args.protocol} {args.scenario}")
@@ -221,8 +246,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     run = read_log(_existing_file(args.log))
     if run.problem:
         print(f"frictionctl: warning: {run.problem}", file=sys.stderr)
-    export_csv(run, args.csv)
-    print(f"{args.csv}: {run.data.shape[0]} rows, {len(run.columns)} columns")
+    written = export_csv(run, args.csv, named_codes=args.codes == "names", units=args.units)
+    print(f"{args.csv}: {run.data.shape[0]} rows, {len(run.columns)} columns"
+          + (f" (units and code names: {written[1]})" if len(written) > 1 else ""))
     return 0
 
 
@@ -400,6 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scenario", default="creep")
     p.add_argument("--compensation", choices=modes, default=None)
     p.add_argument("--duration", type=_duration, default=None)
+    _add_live_options(p)
 
     p = add("hil", cmd_hil, "the real driver against its protocol-level emulator (HIL bench)")
     common(p, "hil-out")
@@ -415,6 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--capture", default=None,
                    help="raw traffic: CAN in a python-can format by extension (.log candump, .asc); "
                         "serial as a timestamped byte log")
+    _add_live_options(p)
 
     p = add("plot", cmd_plot, "plot a run log")
     p.add_argument("log", help="run log (run.fctl)")
@@ -423,6 +451,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("export", cmd_export, "export a run log to CSV")
     p.add_argument("log", help="run log (run.fctl)")
     p.add_argument("--csv", required=True, help="CSV path")
+    p.add_argument("--units", choices=("sidecar", "row", "none"), default="sidecar",
+                   help="column units: in CSV.json beside the file (default, with the code names "
+                        "and the run header), as the second line, or not at all")
+    p.add_argument("--codes", choices=("names", "numbers"), default="names",
+                   help="fault / drive_state as names (FOLLOWING_ERROR, ENABLED; default) or numbers")
 
     p = add("replay", cmd_replay, "feed logged runs through the estimator again (what-if)")
     p.add_argument("log", nargs="+", help="run logs (run.fctl) or CAN captures (.log, .asc, .blf); "
