@@ -25,6 +25,7 @@ HOT_MODULES: tuple[str, ...] = (
     "controller.pid",
     "controller.velocity",
     "hil.plant",
+    "hil.replay_loop",
 )
 
 PURE_ENV = "FRICTIONCTL_PURE_PYTHON"
