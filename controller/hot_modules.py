@@ -22,6 +22,7 @@ from typing import Sequence
 #: own) stay interpreted too: an interpreted class cannot derive from a compiled one.
 HOT_MODULES: tuple[str, ...] = (
     "controller.control_law",
+    "controller.friction_step",
     "controller.pid",
     "controller.velocity",
     "hil.plant",
