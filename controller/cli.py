@@ -396,6 +396,7 @@ BENCHMARKS = {
     "loop": "hil.bench_loop",
     "compensation": "hil.bench_compensation",
     "log": "hil.bench_log",
+    "replay": "hil.bench_replay",
 }
 
 
@@ -499,7 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true",
                    help="sim: compare lugre_adaptive with the identified set against the true set")
 
-    p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation, log)")
+    p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation, log, replay)")
     p.add_argument("which", choices=sorted(BENCHMARKS))
     p.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (--help)")
 

@@ -60,3 +60,14 @@ def test_probing_sched_fifo_leaves_the_process_on_sched_other():
     assert os.sched_getscheduler(0) == os.SCHED_OTHER
     fifo_permitted(10)
     assert os.sched_getscheduler(0) == os.SCHED_OTHER  # cyclictest must not inherit FIFO
+
+
+def test_bench_replay_batch_compares_jobs_on_identical_results(tmp_path):
+    from hil.bench_replay import batch_figures, record_log, replay_figures
+
+    log = record_log("turntable", 0.5, tmp_path / "log")
+    fig = replay_figures(log, 1, tmp_path / "r")
+    assert fig["ticks"] == 500 and fig["max_abs_diff_friction_hat_nm"] == 0.0
+    batch = batch_figures(log, copies=2, jobs=2, out=tmp_path / "b")
+    assert batch["identical"] is True
+    assert batch["wall_jobs1_s"] > 0 and batch["wall_jobsN_s"] > 0

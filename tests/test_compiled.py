@@ -30,10 +30,12 @@ import json, sys
 from pathlib import Path
 from controller.compiled import active_path, compiled_modules
 from controller.config import load_config, resolve_config_path
+from hil.replay import replay
 from hil.scenarios import sim_run
 cfg = load_config(resolve_config_path("turntable"))
 out = Path(sys.argv[1])
 sim_run(cfg, "reversal", out, compensation="lugre_adaptive", duration_s=1.5, seed=3, plot=False)
+replay(out / "run.fctl", out / "replay", plot=False)
 print(json.dumps({"path": active_path(), "compiled": compiled_modules()}))
 """
 
@@ -82,7 +84,7 @@ def compiled_tree(tmp_path_factory):
     return tree
 
 
-def test_compiled_and_pure_python_logs_are_bit_identical(compiled_tree, tmp_path):
+def test_compiled_and_pure_python_logs_and_replays_are_bit_identical(compiled_tree, tmp_path):
     from controller.runlog import read_log
 
     compiled = _run_sim(compiled_tree, tmp_path / "compiled", pure=False)
@@ -99,6 +101,9 @@ def test_compiled_and_pure_python_logs_are_bit_identical(compiled_tree, tmp_path
     header_b = {k: v for k, v in b.header.items() if k != "versions"}
     assert header_a == header_b
     assert a.header["versions"]["hot_path"] != b.header["versions"]["hot_path"]
+    # the replay of each log, on its own path, gives the same estimates to the last digit
+    replayed = [(tmp_path / p / "replay" / "replay.csv").read_bytes() for p in ("compiled", "pure")]
+    assert replayed[0] == replayed[1] and replayed[0].count(b"\n") > 1000
 
 
 def test_field_named_validation_errors_survive_the_compiled_build(compiled_tree):
