@@ -8,10 +8,10 @@ field comment; ``inf`` means "no limit". ``ControllerConfig`` holds them as ``ob
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Optional
 
-from .friction import FrictionParams
+from .friction import DirectionalParams, FrictionParams, LuGreParams
 from .gains import PIDGains
 from .schema import require
 
@@ -22,85 +22,177 @@ Correction = Literal["residual", "tracking_error", "none"]
 class ObserverConfig:
     """LuGre observer, momentum observer and containment (see :mod:`controller.observer`).
 
-    Rule for the gains: momentum_bandwidth_hz above the position-loop bandwidth and below the
-    noise; bandwidth_hz (the ẑ correction, L = 2π·bandwidth_hz/sigma0) between the position-loop
-    bandwidth and momentum_bandwidth_hz: faster than the mechanics, slower than the noise.
+    Every gain and threshold left ``None`` (``null`` in YAML) is derived from the believed
+    friction set, J and the PID tuning by the rule beside it (:func:`resolve_observer`); an
+    explicit value overrides the rule. f_p is the position-loop bandwidth of the PID
+    (:meth:`PIDGains.position_bandwidth_hz`: kd/(3J) of the triple-pole rule), Fc, vs, sigma0,
+    sigma1 are of the believed set (the mean of the two directions of a directional set).
     """
 
     correction: Correction = "residual"  # what corrects ẑ: measured-friction residual (momentum
     #   observer), the position tracking error (Canudas de Wit et al. 1995), or nothing
-    bandwidth_hz: float = 30.0  # residual correction ω_L/2π, ω_L = L·sigma0 [Hz]
-    momentum_bandwidth_hz: float = 100.0  # momentum observer bandwidth K/2π [Hz]
+    bandwidth_hz: Optional[float] = None  # residual correction ω_L/2π, ω_L = L·sigma0 [Hz];
+    #   rule: min(1.5·f_p, 0.1·sigma0/sigma1/2π) — above the position loop, and at most a tenth of
+    #   the bristle damping rate sigma0/sigma1 (the correction leaves the sigma1·dz/dt term out:
+    #   harmless only while ω_L << sigma0/sigma1, findings §2)
+    momentum_bandwidth_hz: Optional[float] = None  # momentum observer bandwidth K/2π [Hz];
+    #   rule: 5·f_p (faster than the mechanics, below the sensor noise band)
     tracking_gain_per_s: float = 20.0  # k in ẑ' = v − sigma0·|v|/g·ẑ − k·(θ − θ_ref) [1/s]
     velocity_source: Literal["encoder", "estimate"] = "encoder"  # velocity driving the estimation
     #   observer: the raw encoder difference (integrates exactly to the measured position, no
     #   filter lag) or the loop's filtered velocity estimate
     feedforward: Literal["reference", "estimate"] = "reference"  # feedforward from a second
     #   corrected model driven by the reference velocity (no measurement delay), or F̂ itself
-    clamp_margin_nm: float = 0.05  # |F̂| <= scale·Fs + sigma2·|v| + this [N·m]
-    residual_limit_nm: float = 0.1  # watchdog: |measured − estimated friction| above this is
-    #   inconsistent [N·m]
-    wrong_sign_velocity_rad_s: float = 0.03  # watchdog: sliding faster than this, F̂ must have
-    #   the sign of v [rad/s]
+    clamp_margin_nm: Optional[float] = None  # |F̂| <= scale·Fs + sigma2·|v| + this [N·m];
+    #   rule: 0.25·Fc
+    residual_limit_nm: Optional[float] = None  # watchdog: |measured − estimated friction| above
+    #   this is inconsistent [N·m]; rule: 0.5·Fc
+    wrong_sign_velocity_rad_s: Optional[float] = None  # watchdog: sliding faster than this, F̂
+    #   must have the sign of v [rad/s]; rule: 3·vs (outside the Stribeck region)
     watchdog_s: float = 0.2  # inconsistency accumulated this long => fallback [s]
     recover_s: float = 2.0  # consistent this long => leave fallback; inf = latch until reset [s]
     fallback: Literal["stribeck", "off"] = "stribeck"  # feedforward while contained: static
     #   Stribeck curve of the reference velocity, or none
     fade_s: float = 0.05  # crossfade between observer and fallback feedforward [s]
+    dob: bool = True  # disturbance-observer term: the dead-zoned, bounded, low-passed residual
+    #   added to the feedforward in transients (starts, reversals, accelerations), faded out in
+    #   steady sliding (where it would only pass current-sensor noise)
+    dob_bandwidth_hz: Optional[float] = None  # low-pass of the term [Hz]; rule: 3·f_p
+    dob_deadzone_nm: Optional[float] = None  # dead zone [N·m]; rule: 0.02·Fc
+    dob_limit_nm: Optional[float] = None  # |term| bound [N·m]; rule: 0.5·Fs
+    dob_steady_s: Optional[float] = None  # steady sliding this long (|a_ref| ≈ 0, |v_ref| >
+    #   0) => the term is faded out (over the same time) [s]; rule: 20/(2π·f_p) (20 position-loop
+    #   time constants: 0.16 s at 20 Hz)
 
     def __post_init__(self) -> None:
-        require(self.momentum_bandwidth_hz > 0, "momentum_bandwidth_hz",
-                f"must be > 0, got {self.momentum_bandwidth_hz}")
-        require(self.bandwidth_hz >= 0, "bandwidth_hz", f"must be >= 0, got {self.bandwidth_hz}")
-        if self.correction == "residual":
-            require(0 < self.bandwidth_hz < self.momentum_bandwidth_hz, "bandwidth_hz",
-                    f"must be in (0, momentum_bandwidth_hz = {self.momentum_bandwidth_hz}) for "
-                    f"residual correction (slower than the residual it acts on), got {self.bandwidth_hz}")
+        for name in ("momentum_bandwidth_hz", "clamp_margin_nm", "residual_limit_nm",
+                     "wrong_sign_velocity_rad_s", "dob_bandwidth_hz", "dob_limit_nm",
+                     "dob_steady_s"):
+            value = getattr(self, name)
+            require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
+        require(self.dob_deadzone_nm is None or self.dob_deadzone_nm >= 0, "dob_deadzone_nm",
+                f"must be >= 0 (or null: derived), got {self.dob_deadzone_nm}")
+        bw, mbw = self.bandwidth_hz, self.momentum_bandwidth_hz
+        require(bw is None or bw >= 0, "bandwidth_hz", f"must be >= 0, got {bw}")
+        if self.correction == "residual" and bw is not None:
+            require(bw > 0, "bandwidth_hz", f"must be > 0 for residual correction, got {bw}")
+            if mbw is not None:
+                require(bw < mbw, "bandwidth_hz",
+                        f"must be in (0, momentum_bandwidth_hz = {mbw}) for residual correction "
+                        f"(slower than the residual it acts on), got {bw}")
         require(self.tracking_gain_per_s >= 0, "tracking_gain_per_s",
                 f"must be >= 0, got {self.tracking_gain_per_s}")
-        for name in ("clamp_margin_nm", "residual_limit_nm", "wrong_sign_velocity_rad_s",
-                     "watchdog_s", "recover_s"):
+        for name in ("watchdog_s", "recover_s"):
             require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
         require(self.fade_s >= 0, "fade_s", f"must be >= 0, got {self.fade_s}")
 
     @property
     def correction_rate_per_s(self) -> float:
-        """ω_L = 2π·bandwidth_hz [rad/s]; the gain is L = ω_L/sigma0 [rad/(N·m·s)]."""
-        return 2.0 * math.pi * self.bandwidth_hz
+        """ω_L = 2π·bandwidth_hz [rad/s] (resolved config); the gain is L = ω_L/sigma0."""
+        return 2.0 * math.pi * (self.bandwidth_hz or 0.0)
 
 
 @dataclass(frozen=True)
 class AdaptationConfig:
-    """Online Fc adaptation and the drift (re-identify) monitor (:mod:`controller.adaptation`)."""
+    """Online Fc adaptation and the drift (re-identify) monitor (:mod:`controller.adaptation`).
+
+    As for the observer: ``None`` = derived from the believed set by the rule beside the field
+    (:func:`resolve_adaptation`), an explicit value overrides it."""
 
     enabled: bool = True  # adapt Fc in mode lugre_adaptive
-    gate_velocity_rad_s: float = 0.03  # adapt only while |v| >= this (>= ~3·vs: outside the
-    #   Stribeck region) [rad/s]
+    gate_velocity_rad_s: Optional[float] = None  # adapt only while |v| >= this [rad/s]; rule:
+    #   3·vs (outside the Stribeck region), lowered online to gate_motion_fraction·(largest
+    #   |v_ref| seen so far) when the motion never reaches 3·vs — then Fc_hat (with Fs_hat at the
+    #   identified ratio) absorbs the level error of the Stribeck region as well
+    gate_motion_fraction: float = 0.6  # [-], see gate_velocity_rad_s (explicit gate: not lowered)
     reversal_holdoff_s: float = 0.3  # and this long after entering sliding or reversing [s]
     time_constant_s: float = 2.0  # τ in Fc_hat += dt/τ·residual·sgn(v) [s]
-    fc_min_nm: float = 0.05  # projection of Fc_hat [N·m]
-    fc_max_nm: float = 1.0  # [N·m]
-    rate_limit_nm_s: float = 0.05  # |dFc_hat/dt| bound [N·m/s]
+    fc_min_nm: Optional[float] = None  # projection of Fc_hat [N·m]; rule: 0.5·Fc
+    fc_max_nm: Optional[float] = None  # [N·m]; rule: 2·Fc
+    rate_limit_nm_s: Optional[float] = None  # |dFc_hat/dt| bound [N·m/s]; rule: 0.25·Fc per s
+    #   (a 30 % Fc step needs >= 1.2 s)
     drift_low_band_vs: tuple[float, float] = (0.5, 3.0)  # low-speed band of |v|, multiples of vs [-]
     drift_time_constant_s: float = 1.0  # averaging of each band's residual, in-band time [s]
-    drift_low_threshold_nm: float = 0.02  # low-band mean residual above this: region moved [N·m]
-    drift_high_threshold_nm: float = 0.01  # high band counts as explained below this [N·m]
+    drift_low_threshold_nm: Optional[float] = None  # low-band mean residual above this: region
+    #   moved [N·m]; rule: 0.1·Fc
+    drift_high_threshold_nm: Optional[float] = None  # high band counts as explained below this
+    #   [N·m]; rule: 0.05·Fc
     drift_persist_s: float = 3.0  # in-band time the condition must hold to raise/clear [s]
     drift_clear_ratio: float = 0.5  # clear below ratio·drift_low_threshold_nm (hysteresis) [-]
+    inconsistent_s: float = 3.0  # observer contained (fallback) this long while sliding =>
+    #   reidentify: the believed set does not explain the measured friction [s]
+    stribeck: Literal["off", "propose", "auto"] = "propose"  # what reidentify does with the
+    #   proposed set (the believed set with the adapted Coulomb level): off: no proposal;
+    #   propose: written as proposed_params.yaml for the operator; auto: also applied as the
+    #   believed level (it already is, through the adapter scale)
 
     def __post_init__(self) -> None:
-        for name in ("gate_velocity_rad_s", "time_constant_s", "rate_limit_nm_s", "fc_min_nm",
-                     "drift_time_constant_s", "drift_low_threshold_nm", "drift_high_threshold_nm",
-                     "drift_persist_s"):
+        for name in ("gate_velocity_rad_s", "rate_limit_nm_s", "fc_min_nm",
+                     "drift_low_threshold_nm", "drift_high_threshold_nm"):
+            value = getattr(self, name)
+            require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
+        for name in ("time_constant_s", "drift_time_constant_s", "drift_persist_s",
+                     "inconsistent_s"):
             require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
+        require(0 < self.gate_motion_fraction <= 1, "gate_motion_fraction",
+                f"must be in (0, 1], got {self.gate_motion_fraction}")
         require(self.reversal_holdoff_s >= 0, "reversal_holdoff_s",
                 f"must be >= 0, got {self.reversal_holdoff_s}")
-        require(self.fc_max_nm > self.fc_min_nm, "fc_max_nm",
-                f"must be > fc_min_nm ({self.fc_max_nm} <= {self.fc_min_nm})")
+        if self.fc_max_nm is not None and self.fc_min_nm is not None:
+            require(self.fc_max_nm > self.fc_min_nm, "fc_max_nm",
+                    f"must be > fc_min_nm ({self.fc_max_nm} <= {self.fc_min_nm})")
         lo, hi = self.drift_low_band_vs
         require(0 <= lo < hi, "drift_low_band_vs", f"must be 0 <= lo < hi, got [{lo}, {hi}]")
         require(0 < self.drift_clear_ratio < 1, "drift_clear_ratio",
                 f"must be in (0, 1), got {self.drift_clear_ratio}")
+
+
+def representative(params: FrictionParams) -> LuGreParams:
+    """One set standing for the believed friction: the set itself, or the field-wise mean of the
+    two directions (the scale the derived thresholds are taken from)."""
+    if isinstance(params, DirectionalParams):
+        f, r = params.forward.as_dict(), params.reverse.as_dict()
+        return LuGreParams(**{k: 0.5 * (f[k] + r[k]) for k in f})
+    return params
+
+
+def _pick(value: Optional[float], rule: float) -> float:
+    return rule if value is None else value
+
+
+def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
+                     pid: PIDGains) -> ObserverConfig:
+    """``cfg`` with every null field replaced by its documented rule (field comments)."""
+    p = representative(friction)
+    fp = pid.position_bandwidth_hz(J)
+    cap = 0.1 * p.sigma0 / p.sigma1 / (2.0 * math.pi) if p.sigma1 > 0.0 else math.inf
+    mbw = _pick(cfg.momentum_bandwidth_hz, 5.0 * fp)
+    bw = cfg.bandwidth_hz
+    if bw is None:
+        bw = min(1.5 * fp, cap, 0.5 * mbw) if cfg.correction == "residual" else 0.0
+    elif cfg.correction == "residual":
+        require(bw < mbw, "bandwidth_hz", f"must be below momentum_bandwidth_hz = {mbw:.4g} "
+                f"(the residual it acts on), got {bw}")
+    return replace(
+        cfg, bandwidth_hz=bw, momentum_bandwidth_hz=mbw,
+        clamp_margin_nm=_pick(cfg.clamp_margin_nm, 0.25 * p.Fc),
+        residual_limit_nm=_pick(cfg.residual_limit_nm, 0.5 * p.Fc),
+        wrong_sign_velocity_rad_s=_pick(cfg.wrong_sign_velocity_rad_s, 3.0 * p.vs),
+        dob_bandwidth_hz=_pick(cfg.dob_bandwidth_hz, 3.0 * fp),
+        dob_deadzone_nm=_pick(cfg.dob_deadzone_nm, 0.02 * p.Fc),
+        dob_limit_nm=_pick(cfg.dob_limit_nm, 0.5 * p.Fs),
+        dob_steady_s=_pick(cfg.dob_steady_s, 20.0 / (2.0 * math.pi * fp)))
+
+
+def resolve_adaptation(cfg: AdaptationConfig, friction: FrictionParams) -> AdaptationConfig:
+    """``cfg`` with every null field replaced by its documented rule (field comments)."""
+    p = representative(friction)
+    return replace(
+        cfg, gate_velocity_rad_s=_pick(cfg.gate_velocity_rad_s, 3.0 * p.vs),
+        fc_min_nm=_pick(cfg.fc_min_nm, 0.5 * p.Fc), fc_max_nm=_pick(cfg.fc_max_nm, 2.0 * p.Fc),
+        rate_limit_nm_s=_pick(cfg.rate_limit_nm_s, 0.25 * p.Fc),
+        drift_low_threshold_nm=_pick(cfg.drift_low_threshold_nm, 0.1 * p.Fc),
+        drift_high_threshold_nm=_pick(cfg.drift_high_threshold_nm, 0.05 * p.Fc))
 
 
 @dataclass(frozen=True)

@@ -263,7 +263,8 @@ def test_scheduled_compensator_publishes_gains_and_bounds_the_feedforward_step()
     assert kps[0] == CFG.controller.pid.kp and kps[-1] == 4000.0
     assert max(abs(b - a) for a, b in zip(kps, kps[1:])) <= 2 * DT * (4000.0 - CFG.controller.pid.kp) + 1e-9
     assert comp.estimator.params == cfg.sets[1].friction
-    assert comp.estimator.L * cfg.sets[1].friction.sigma0 == pytest.approx(2 * math.pi * 30.0)
+    assert comp.estimator.L * cfg.sets[1].friction.sigma0 == pytest.approx(2 * math.pi * comp.cfg.bandwidth_hz)
+    assert comp.cfg.bandwidth_hz == pytest.approx(30.0, rel=1e-3)  # 1.5·f_p, f_p = kd/(3J) = 20 Hz
     assert comp.weights == (0.0, 1.0)
 
 
