@@ -201,12 +201,14 @@ class Widths:
 
     temperature_c: float = 0.0  # [°C]
     payload_kg: float = 0.0  # [kg]
-    speed_rad_s: float = 0.0  # [rad/s]
+    speed_rad_s: Optional[float] = 0.0  # [rad/s]; null: derived from vs of the believed set by
+    #   :func:`anchored` (blend width 0.5·vs, hysteresis 0.2·vs); a bare Scheduler reads null as 0
 
     def __post_init__(self) -> None:
         for name in ("temperature_c", "payload_kg", "speed_rad_s"):
             value = getattr(self, name)
-            require(0 <= value < math.inf, name, f"must be finite and >= 0, got {value}")
+            if value is not None:
+                require(0 <= value < math.inf, name, f"must be finite and >= 0, got {value}")
 
 
 Range = Optional[tuple[float, float]]
@@ -229,15 +231,51 @@ class Region:
                 require(rng[0] <= rng[1], name, f"must be [lo, hi] with lo <= hi, got {list(rng)}")
 
 
+SCALED_FIELDS = ("Fc", "Fs", "vs", "sigma0", "sigma1", "sigma2")
+
+
+@dataclass(frozen=True)
+class FrictionScale:
+    """A scheduled set relative to ``controller.friction``: each parameter of the believed set
+    multiplied by its factor (1: unchanged). A new identified set moves every region with it."""
+
+    Fc: float = 1.0
+    Fs: float = 1.0
+    vs: float = 1.0
+    sigma0: float = 1.0
+    sigma1: float = 1.0
+    sigma2: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in SCALED_FIELDS:
+            value = getattr(self, name)
+            require(0 < value < math.inf, name, f"must be a finite factor > 0, got {value}")
+
+    def apply(self, params: FrictionParams) -> FrictionParams:
+        factors = {name: getattr(self, name) for name in SCALED_FIELDS}
+        if isinstance(params, DirectionalParams):
+            return DirectionalParams(params.forward.scaled(**factors),
+                                     params.reverse.scaled(**factors))
+        return params.scaled(**factors)
+
+
 @dataclass(frozen=True)
 class ParameterSetConfig:
+    """One scheduled set. ``scale`` (factors on controller.friction; default: all 1, the believed
+    set itself) is the normal form. An absolute ``friction`` is accepted only when it IS the
+    believed set (a base written out): anything else would silently replace controller.friction
+    and is a config error (:func:`check_anchored`)."""
+
     name: str
-    friction: FrictionParams  # identified LuGre set (flat or forward/reverse)
+    scale: Optional[FrictionScale] = None  # factors on controller.friction (null: all 1)
+    friction: Optional[FrictionParams] = None  # absolute: must equal controller.friction
     pid: Optional[PIDGains] = None  # null: the controller's configured gains
     region: Region = field(default_factory=Region)
 
     def __post_init__(self) -> None:
         require(bool(self.name), "name", "must not be empty")
+        require(self.scale is None or self.friction is None, "friction",
+                "give scale (relative to controller.friction) or friction, not both")
 
 
 @dataclass(frozen=True)
@@ -246,12 +284,13 @@ class ScheduleConfig:
     is the default when no region covers the operating point at start."""
 
     sets: tuple[ParameterSetConfig, ...]
-    blend_width: Widths = field(default_factory=lambda: Widths(2.0, 0.5, 0.005))  # membership
+    blend_width: Widths = field(default_factory=lambda: Widths(2.0, 0.5, None))  # membership
     #   falls from 1 to 0 over this distance outside a region (0: hard edge)
-    hysteresis: Widths = field(default_factory=lambda: Widths(1.0, 0.2, 0.002))  # play of each
+    hysteresis: Widths = field(default_factory=lambda: Widths(1.0, 0.2, None))  # play of each
     #   variable: dithering within it changes nothing
     weight_rate_per_s: float = 2.0  # weights move at most this much per second [1/s]
-    max_ff_step_nm: float = math.inf  # bound on the feedforward change per tick [N·m]
+    max_ff_step_nm: Optional[float] = None  # bound on the feedforward change per tick [N·m];
+    #   null: 0.05·Fc of the believed set (by :func:`anchored`)
 
     def __post_init__(self) -> None:
         require(len(self.sets) >= 1, "sets", "at least one parameter set is needed")
@@ -260,4 +299,46 @@ class ScheduleConfig:
             require(name not in names[:i], f"sets[{i}].name", f"duplicate set name {name!r}")
         require(self.weight_rate_per_s > 0, "weight_rate_per_s",
                 f"must be > 0, got {self.weight_rate_per_s}")
-        require(self.max_ff_step_nm > 0, "max_ff_step_nm", f"must be > 0, got {self.max_ff_step_nm}")
+        require(self.max_ff_step_nm is None or self.max_ff_step_nm > 0, "max_ff_step_nm",
+                f"must be > 0, got {self.max_ff_step_nm}")
+
+
+def _same_set(a: FrictionParams, b: FrictionParams) -> bool:
+    if isinstance(a, DirectionalParams) != isinstance(b, DirectionalParams):
+        return False
+    if isinstance(a, DirectionalParams) and isinstance(b, DirectionalParams):
+        return _same_set(a.forward, b.forward) and _same_set(a.reverse, b.reverse)
+    da, db = a.as_dict(), b.as_dict()
+    return all(math.isclose(da[k], db[k], rel_tol=1e-9, abs_tol=0.0) for k in da)
+
+
+def check_anchored(schedule: ScheduleConfig, believed: FrictionParams) -> None:
+    """Raise ``ValueError("schedule.sets[i]…: …")`` (one line, the key path first) when a set
+    contradicts the believed set: an absolute friction that is not controller.friction, or
+    factors that make an invalid set (Fs < Fc)."""
+    for i, s in enumerate(schedule.sets):
+        if s.friction is not None and not _same_set(s.friction, believed):
+            raise ValueError(f"schedule.sets[{i}].friction: contradicts controller.friction (a "
+                             "schedule must not replace the believed set); give this set as "
+                             "scale: {Fc: …, Fs: …} factors relative to controller.friction")
+        if s.scale is not None:
+            try:
+                s.scale.apply(believed)
+            except ValueError as err:
+                raise ValueError(f"schedule.sets[{i}].scale: makes an invalid set from "
+                                 f"controller.friction ({err})") from None
+
+
+def anchored(schedule: ScheduleConfig, believed: FrictionParams) -> ScheduleConfig:
+    """The schedule with every set's friction computed from the believed set (what the
+    :class:`controller.schedule.Scheduler` blends)."""
+    check_anchored(schedule, believed)
+    sets = tuple(replace(s, scale=None,
+                         friction=s.scale.apply(believed) if s.scale is not None else believed)
+                 for s in schedule.sets)
+    p = representative(believed)
+    bw, hy = schedule.blend_width, schedule.hysteresis
+    return replace(schedule, sets=sets,
+                   blend_width=replace(bw, speed_rad_s=_pick(bw.speed_rad_s, 0.5 * p.vs)),
+                   hysteresis=replace(hy, speed_rad_s=_pick(hy.speed_rad_s, 0.2 * p.vs)),
+                   max_ff_step_nm=_pick(schedule.max_ff_step_nm, 0.05 * p.Fc))

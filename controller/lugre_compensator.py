@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 from .adaptation import DriftMonitor, FcAdapter
 from .compensation import Compensator, StaticCompensator, TickSignals
 from .estimation_config import (AdaptationConfig, ObserverConfig, ScheduleConfig,
-                                representative, resolve_adaptation, resolve_observer)
+                                anchored, representative, resolve_adaptation,
+                                resolve_observer)
 from .friction import FrictionParams, g
 from .gains import PIDGains
 from .observer import LuGreObserver, MomentumObserver, Watchdog
@@ -98,7 +99,7 @@ class LuGreCompensator(Compensator):
         if adaptation is not None:
             self.adapter = FcAdapter(adaptation, self.estimator.active.Fc)
             self.drift = DriftMonitor(adaptation)
-        self._max_ff_step = schedule.max_ff_step_nm if schedule is not None else math.inf
+        self._max_ff_step = (schedule.max_ff_step_nm or math.inf) if schedule is not None else math.inf
         # the feedforward model with the previous tick's parameters, for the bump on a switch
         self._shadow = LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=margin)
         self._switched_from: tuple[FrictionParams, float] | None = None
@@ -360,6 +361,6 @@ def make_lugre_compensator(cfg: "ControllerConfig", adaptive: bool) -> LuGreComp
     monitor and, when ``cfg.schedule`` is set, gain scheduling)."""
     observer = cfg.observer
     adaptation = cfg.adaptation if adaptive else None
-    schedule = cfg.schedule if adaptive else None
+    schedule = anchored(cfg.schedule, cfg.friction) if adaptive and cfg.schedule else None
     return LuGreCompensator(cfg.friction, cfg.J, cfg.Kt, observer=observer, adaptation=adaptation,
                             schedule=schedule, base_pid=cfg.pid, v_eps=cfg.feedforward_v_eps)

@@ -64,11 +64,7 @@ def mismatched(cfg: Config, m: float, signs: dict[str, int] | None = None,
         "J": cfg.plant.J * (1.0 + signs["J"] * m),
         "Kt": cfg.plant.Kt * (1.0 + signs["Kt"] * kt_m),
     }
-    schedule = getattr(ctrl, "schedule", None)
-    if schedule is not None:
-        sets = tuple(dataclasses.replace(s, friction=mismatch_friction(s.friction, m, signs))
-                     for s in schedule.sets)
-        changes["schedule"] = dataclasses.replace(schedule, sets=sets)
+    # the schedule's sets are factors on controller.friction: they move with it
     return dataclasses.replace(cfg, controller=dataclasses.replace(ctrl, **changes))
 
 
@@ -150,13 +146,8 @@ def goal_lines(cfg: Config, results: dict[str, dict[str, dict]]) -> list[str]:
 
 
 def with_believed_friction(cfg: Config, friction: FrictionParams) -> Config:
-    """The controller believes ``friction`` (the first schedule set too: it is the same table)."""
-    ctrl = cfg.controller
-    changes: dict[str, Any] = {"friction": friction}
-    if ctrl.schedule is not None:
-        sets = (dataclasses.replace(ctrl.schedule.sets[0], friction=friction),) + ctrl.schedule.sets[1:]
-        changes["schedule"] = dataclasses.replace(ctrl.schedule, sets=sets)
-    return dataclasses.replace(cfg, controller=dataclasses.replace(ctrl, **changes))
+    """The controller believes ``friction`` (the schedule's sets follow: they are relative)."""
+    return dataclasses.replace(cfg, controller=dataclasses.replace(cfg.controller, friction=friction))
 
 
 def identified_vs_true(cfg: Config, identified: FrictionParams, out: Path,
