@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 
 from drivers.errors import FrictionctlError
 
+from .executor import add_executor_arguments, int_argument
 from .schema import ConfigError
 
 DEFAULT_CONFIG = "turntable"
@@ -41,14 +42,7 @@ def _duration(text: str) -> float:
     return value
 
 
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+_seed = int_argument(0)
 
 
 def _existing_file(text: str) -> Path:
@@ -130,7 +124,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .reference import make_reference
     from .rt import realtime_setup
     from .runner import Session, print_summary, run_session
-    from .status import StatusLine
 
     cfg = _load(args)
     scenario = cfg.scenario(args.scenario)
@@ -139,16 +132,54 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"frictionctl: {message}", file=sys.stderr)
     clock = RealClock(cfg.loop.spin_s)
     cls = backend_class(cfg.drive.protocol)
-    if cfg.drive.protocol == "sim":
-        backend = cls(cfg, clock, seed=args.seed, scenario=scenario)
-    else:
-        backend = cls.from_config(cfg, clock)
-    reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
-    session = Session(backend=backend, clock=clock, reference=reference, duration_s=duration,
-                      scenario=args.scenario, seed=args.seed, compensation=args.compensation)
-    summary = run_session(cfg, session, Path(args.out), on_loop=StatusLine.start_for)
+    capture = _run_capture(args, cfg)  # before the drive link opens
+    try:
+        if cfg.drive.protocol == "sim":
+            backend = cls(cfg, clock, seed=args.seed, scenario=scenario)
+        else:
+            backend = cls.from_config(cfg, clock, **(capture.backend_kwargs if capture else {}))
+        reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
+        session = Session(backend=backend, clock=clock, reference=reference, duration_s=duration,
+                          scenario=args.scenario, seed=args.seed, compensation=args.compensation)
+        summary = run_session(cfg, session, Path(args.out), on_loop=_live_hook(args, status=True))
+    finally:
+        if capture is not None:
+            capture.stop()
     print_summary(summary, f"run {args.scenario} on {cfg.drive.protocol}")
     return _exit_code(summary)
+
+
+def _run_capture(args: argparse.Namespace, cfg):
+    """``run --capture FILE``: the recorder of the drive link (stopped after the run), or None."""
+    if not args.capture:
+        return None
+    from hil.capture import RunCapture
+
+    return RunCapture(cfg, Path(args.capture))
+
+
+def _live_hook(args: argparse.Namespace, *, status: bool):
+    """The on_loop hook of a real-clock run: the status line, plus the live view if asked."""
+    from .live import on_loop
+
+    return on_loop(status=status, udp=args.live_udp, plot=args.live)
+
+
+def _address(text: str) -> tuple[str, int]:
+    from .live import parse_address
+
+    try:
+        return parse_address(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _add_live_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--live", action="store_true",
+                   help="live plot window (matplotlib, its own process, ~30 samples/s)")
+    p.add_argument("--live-udp", type=_address, default=None, metavar="[HOST:]PORT",
+                   help="stream ~30 samples/s as JSON over UDP, e.g. to PlotJuggler's UDP server "
+                        "(port 9870; timestamp field t_s)")
 
 
 def _retune_for_rate(cfg, delay_periods: int = 1):
@@ -176,8 +207,10 @@ def cmd_hil(args: argparse.Namespace) -> int:
     from hil.hil_session import COMMAND_DELAY_PERIODS, ascii_rate_limit, hil_run
 
     from .runner import print_summary
-    from .status import StatusLine
 
+    if (args.live or args.live_udp) and not args.realtime:
+        raise UsageError("--live/--live-udp need --realtime (a lockstep run ends before a view "
+                         "could follow it; plot its report.png instead)")
     cfg = _load(args)
     if args.rate is not None:
         if not 0 < args.rate <= 20000:
@@ -204,7 +237,7 @@ def cmd_hil(args: argparse.Namespace) -> int:
                       compensation=args.compensation, seed=args.seed, realtime=args.realtime,
                       capture=Path(args.capture) if args.capture else None,
                       progress=None if args.realtime else progress,
-                      on_loop=StatusLine.start_for if args.realtime else None,
+                      on_loop=_live_hook(args, status=True) if args.realtime else None,
                       separate_process=args.process)
     progress.done()
     print_summary(summary, f"hil {args.protocol} {args.scenario}")
@@ -227,8 +260,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     run = read_log(_existing_file(args.log))
     if run.problem:
         print(f"frictionctl: warning: {run.problem}", file=sys.stderr)
-    export_csv(run, args.csv)
-    print(f"{args.csv}: {run.data.shape[0]} rows, {len(run.columns)} columns")
+    written = export_csv(run, args.csv, named_codes=args.codes == "names", units=args.units)
+    print(f"{args.csv}: {run.data.shape[0]} rows, {len(run.columns)} columns"
+          + (f" (units and code names: {written[1]})" if len(written) > 1 else ""))
     return 0
 
 
@@ -274,29 +308,29 @@ def _params_file(path: str):
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from hil.replay import replay
+    from hil.capture import CAPTURE_SUFFIXES
+    from hil.replay import ReplayTask, batch_out_dirs, format_batch, replay_task
 
+    from .executor import run_map, spec_from_args
     from .runner import print_summary
 
-    from hil.capture import CAPTURE_SUFFIXES
-    from hil.replay import replay_capture
-
     params = _params_file(args.params) if args.params else None
-    progress = Progress("replay")
-    log = _existing_file(args.log)
-    if log.suffix.lower() in CAPTURE_SUFFIXES:
-        cfg = _load(args)
-        if params is not None:
-            from hil.replay import with_params
-
-            cfg = with_params(cfg, params)
-        summary = replay_capture(log, cfg, Path(args.out), protocol=args.protocol,
-                                 compensation=args.compensation, progress=progress)
-    else:
-        summary = replay(log, Path(args.out), params=params, compensation=args.compensation,
-                         progress=progress)
-    progress.done()
-    print_summary(summary, f"replay of {args.log}")
+    sources = [_existing_file(log) for log in args.log]
+    capture_cfg = _load(args) if any(s.suffix.lower() in CAPTURE_SUFFIXES for s in sources) else None
+    tasks = [ReplayTask(src, out, params=params, compensation=args.compensation, plot=not args.no_plot,
+                        capture_cfg=capture_cfg if src.suffix.lower() in CAPTURE_SUFFIXES else None,
+                        protocol=args.protocol)
+             for src, out in zip(sources, batch_out_dirs(sources, Path(args.out)))]
+    spec = spec_from_args(args)
+    if len(tasks) == 1 and spec.jobs == 1 and spec.cluster is None:
+        progress = Progress("replay")
+        summary = replay_task(tasks[0], progress)
+        progress.done()
+        print_summary(summary, f"replay of {args.log[0]}")
+        return 0
+    summaries = run_map(replay_task, tasks, spec)
+    print(format_batch(summaries))
+    print(f"{len(summaries)} replays ({spec.description}): {args.out}/<k>-<name>/summary.json")
     return 0
 
 
@@ -361,6 +395,8 @@ BENCHMARKS = {
     "lugre": "hil.bench_lugre",
     "loop": "hil.bench_loop",
     "compensation": "hil.bench_compensation",
+    "log": "hil.bench_log",
+    "replay": "hil.bench_replay",
 }
 
 
@@ -405,6 +441,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scenario", default="creep")
     p.add_argument("--compensation", choices=modes, default=None)
     p.add_argument("--duration", type=_duration, default=None)
+    p.add_argument("--capture", default=None, metavar="FILE",
+                   help="record the drive link: CAN in a python-can format by extension (.log "
+                        "candump, .asc, .blf, .csv; replay reads it), serial (odrive_ascii) as "
+                        "text lines (.txt)")
+    _add_live_options(p)
 
     p = add("hil", cmd_hil, "the real driver against its protocol-level emulator (HIL bench)")
     common(p, "hil-out")
@@ -419,7 +460,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(needs msgpack)")
     p.add_argument("--capture", default=None,
                    help="raw traffic: CAN in a python-can format by extension (.log candump, .asc); "
-                        "serial as a timestamped byte log")
+                        "serial as text lines (t, > or <, the bytes escaped)")
+    _add_live_options(p)
 
     p = add("plot", cmd_plot, "plot a run log")
     p.add_argument("log", help="run log (run.fctl)")
@@ -428,9 +470,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("export", cmd_export, "export a run log to CSV")
     p.add_argument("log", help="run log (run.fctl)")
     p.add_argument("--csv", required=True, help="CSV path")
+    p.add_argument("--units", choices=("sidecar", "row", "none"), default="sidecar",
+                   help="column units: in CSV.json beside the file (default, with the code names "
+                        "and the run header), as the second line, or not at all")
+    p.add_argument("--codes", choices=("names", "numbers"), default="names",
+                   help="fault / drive_state as names (FOLLOWING_ERROR, ENABLED; default) or numbers")
 
-    p = add("replay", cmd_replay, "feed a logged run through the estimator again (what-if)")
-    p.add_argument("log", help="run log (run.fctl) or a CAN capture (.log, .asc, .blf)")
+    p = add("replay", cmd_replay, "feed logged runs through the estimator again (what-if)")
+    p.add_argument("log", nargs="+", help="run logs (run.fctl) or CAN captures (.log, .asc, .blf); "
+                                          "several: one folder each under --out")
     p.add_argument("--params", default=None, help="what-if friction parameters (params.yaml or a config)")
     p.add_argument("--compensation", choices=modes, default=None,
                    help="default: the logged mode (lugre for a capture)")
@@ -439,6 +487,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="for a capture: the config (Kt, counts/rev, node id, parameters)")
     p.add_argument("--protocol", choices=("cia402", "odrive_can"), default=None,
                    help="for a capture: its protocol (default: inferred from its frames)")
+    p.add_argument("--no-plot", action="store_true", help="skip replay.png (the slowest part)")
+    add_executor_arguments(p)
 
     p = add("identify", cmd_identify, "identification experiments → params.yaml (sweep, "
                                           "breakaway, pre-sliding, sigma1), or a fit from a log")
@@ -450,7 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true",
                    help="sim: compare lugre_adaptive with the identified set against the true set")
 
-    p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation)")
+    p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation, log, replay)")
     p.add_argument("which", choices=sorted(BENCHMARKS))
     p.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (--help)")
 

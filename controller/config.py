@@ -177,6 +177,9 @@ class LoopConfig:
     def __post_init__(self) -> None:
         require(0 < self.rate_hz <= 20000, "rate_hz", f"must be in (0, 20000], got {self.rate_hz}")
         require(self.spin_s >= 0, "spin_s", f"must be >= 0, got {self.spin_s}")
+        # spinning a whole period never sleeps: the log writer and bus threads starve
+        require(self.spin_s < 1.0 / self.rate_hz, "spin_s",
+                f"must be shorter than the period 1/rate_hz = {1.0 / self.rate_hz:g} s, got {self.spin_s:g}")
         if self.rt_priority is not None:
             require(1 <= self.rt_priority <= 99, "rt_priority", f"must be 1..99, got {self.rt_priority}")
 

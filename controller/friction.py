@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
@@ -102,6 +102,22 @@ class DirectionalParams:
 
 FrictionParams = Union[LuGreParams, DirectionalParams]
 
+# The per-step functions g and lugre_step run several times per tick (plant substeps, observers):
+# they live in controller.friction_step, compiled with the hot modules, and are re-exported here
+# on first use (that module imports the parameter classes above, so not at import time).
+if TYPE_CHECKING:
+    from .friction_step import g, lugre_step
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("g", "lugre_step"):
+        from . import friction_step
+
+        value = getattr(friction_step, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 def passivity_warning(params: FrictionParams) -> str | None:
     """A one-line warning when a passivity margin is negative, else None."""
@@ -120,14 +136,6 @@ def passivity_warning(params: FrictionParams) -> str | None:
 
 
 # --- steady-state (static) curves -------------------------------------------------------------
-
-
-def g(params: LuGreParams, v: float) -> float:
-    """Stribeck level g(v) = Fc + (Fs − Fc)·exp(−|v/vs|^delta) [N·m], scalar v."""
-    r = abs(v / params.vs)
-    if r > 1e100:  # far beyond vs: g = Fc (and r**delta would overflow)
-        return params.Fc
-    return params.Fc + (params.Fs - params.Fc) * math.exp(-(r * r if params.delta == 2.0 else r**params.delta))
 
 
 def _sign(v, v_eps: float):
@@ -166,37 +174,11 @@ def coulomb(params: FrictionParams, v, *, v_eps: float = 0.0):
 # --- LuGre dynamic model ----------------------------------------------------------------------
 
 
-def lugre_step(params: FrictionParams, z: float, v: float, dt_s: float) -> tuple[float, float]:
-    """Advance the bristle state one step with v held constant; return (z_next, force).
-
-    Discretisation (exact for held v): with a = sigma0·|v|/g(v) [1/s] and z_ss = v/a =
-    g(v)·sgn(v)/sigma0, the ODE dz/dt = v − a·z is linear over the step, so
-
-        z⁺ = z·exp(−a·dt) + v·dt·φ(a·dt),    φ(x) = (1 − exp(−x))/x  (φ(0) = 1),
-
-    evaluated with expm1 so that a·dt → 0 gives z⁺ = z + v·dt without cancellation and a·dt → ∞
-    gives z⁺ = z_ss without overflow. z⁺ is a convex combination of z and z_ss, hence finite and
-    within [−Fs/sigma0, Fs/sigma0] whenever z starts there, for every dt_s > 0 and sigma0.
-
-    The force is taken at the end of the step: F = sigma0·z⁺ + sigma1·ż⁺ + sigma2·v with the exact
-    end-of-step derivative ż⁺ = v − a·z⁺.
-    """
-    p = params.for_velocity(v, z) if isinstance(params, DirectionalParams) else params
-    if v == 0.0:
-        return z, p.sigma0 * z
-    r = abs(v / p.vs)  # g(p, v) inlined: this runs several times per tick in the plant
-    gv = p.Fc if r > 1e100 else p.Fc + (p.Fs - p.Fc) * math.exp(-(r * r if p.delta == 2.0 else r**p.delta))
-    a = p.sigma0 * abs(v) / gv
-    x = a * dt_s
-    decay = math.exp(-x)
-    z_next = z * decay + (v * dt_s * (-math.expm1(-x) / x) if x > 0.0 else v * dt_s)
-    zdot = v - a * z_next
-    return z_next, p.sigma0 * z_next + p.sigma1 * zdot + p.sigma2 * v
-
-
 def lugre_euler_step(params: LuGreParams, z: float, v: float, dt_s: float) -> tuple[float, float]:
     """Naive explicit Euler step of the same ODE. For benchmarks and tests only: it oscillates
     and diverges once a·dt > 2 (stiff bristles, coarse steps)."""
+    from .friction_step import g
+
     gv = g(params, v)
     zdot = v - params.sigma0 * abs(v) * z / gv
     z_next = z + zdot * dt_s

@@ -34,7 +34,7 @@ from __future__ import annotations
 import abc
 import math
 from bisect import bisect_right
-from typing import Optional
+from typing import Optional, Sequence
 
 from .config import ReferenceConfig
 
@@ -110,7 +110,9 @@ class SineReference(Reference):
         """Zero crossings of the velocity: start_s + k·period/2, k >= 1."""
         if self.amplitude_rad == 0.0:
             return []
-        half = 0.5 * self.period_s
+        period = self.period_s
+        assert period is not None  # set in __init__
+        half = 0.5 * period
         out = []
         k = 1
         while self.start_s + k * half <= until_s:
@@ -120,7 +122,7 @@ class SineReference(Reference):
 
 
 def rest_to_rest(distance_rad: float, max_velocity_rad_s: float, max_accel_rad_s2: float,
-                 max_jerk_rad_s3: float = _INF) -> list[tuple[float, float, float]]:
+                 max_jerk_rad_s3: float = _INF) -> list[tuple[float, ...]]:
     """Time-optimal rest-to-rest move over ``distance_rad`` (either sign) under the limits.
 
     Returns the segments as (duration [s], acceleration at segment start [rad/s²], jerk [rad/s³]),
@@ -195,7 +197,7 @@ class PiecewiseReference(Reference):
     overshoot of a monotone move beyond its end points).
     """
 
-    def __init__(self, segments: list[tuple[float, ...]], origin_s: float = 0.0,
+    def __init__(self, segments: Sequence[tuple[float, ...]], origin_s: float = 0.0,
                  repeat: bool = False, shift_rad: float = 0.0,
                  bounds: tuple[float, float] = (-_INF, _INF),
                  constant_speed_window: Window = None) -> None:
@@ -305,7 +307,7 @@ def _clip_window(t0: float, t1: float, duration_s: float) -> Window:
     return (t0, t1) if t1 > t0 else None
 
 
-def _cruise_window(segments: list[tuple[float, float, float]], t_offset: float,
+def _cruise_window(segments: list[tuple[float, ...]], t_offset: float,
                    duration_s: float) -> Window:
     """The first cruise segment (a0 = j = 0, moving) of a move that starts at rest at t_offset."""
     t = t_offset
@@ -338,7 +340,8 @@ def make_reference(cfg: ReferenceConfig, rad_per_count: float, duration_s: float
         window = _clip_window(start + t_ramp, duration_s, duration_s)
         if t_ramp == 0.0:
             return _ConstantVelocity(v, start, window)
-        segments = [(t_ramp, math.copysign(cfg.max_accel_rad_s2, v), 0.0), (_INF, 0.0, 0.0)]
+        segments: list[tuple[float, ...]] = [(t_ramp, math.copysign(cfg.max_accel_rad_s2, v), 0.0),
+                                             (_INF, 0.0, 0.0)]
         return PiecewiseReference(segments, origin_s=start, constant_speed_window=window)
     if kind == "steps":
         step = float(cfg.step_rad) if cfg.step_rad != 0 else cfg.step_counts * rad_per_count
@@ -349,7 +352,7 @@ def make_reference(cfg: ReferenceConfig, rad_per_count: float, duration_s: float
         dwell = float(cfg.dwell_s)
         # one period = dwell at k·step, then the move to (k+1)·step; the first dwell lies before
         # start_s, so the first move begins at start_s and each dwell sits exactly on k·step
-        segments = [(dwell, 0.0, 0.0, 0.0)] + move
+        segments = [(dwell, 0.0, 0.0, 0.0), *move]
         window = _cruise_window(move, start, duration_s)
         return PiecewiseReference(segments, origin_s=start - dwell, repeat=True, shift_rad=step,
                                   bounds=(min(0.0, step), max(0.0, step)),

@@ -158,6 +158,7 @@ class RunLogWriter:
 
         self.path = os.fspath(path)
         self.columns = columns
+        self.units = units
         self._chunk_rows = chunk_rows
         self._capacity = capacity_rows
         self._row = struct.Struct(f"<{len(columns)}d")
@@ -236,6 +237,20 @@ class RunLogWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def latest(self) -> tuple[int, tuple[float, ...]] | None:
+        """(index, row) of the last row ``append`` accepted, or None before the first.
+
+        For readers in other threads (the live view): no lock and nothing for the loop to do.
+        The slot read is not the one ``append`` fills next, and it is reused only ``capacity``
+        rows later, after the writer thread has drained it; ``unpack_from`` runs under the
+        GIL, so the row comes back whole.
+        """
+        n = self._appended
+        if n == 0:
+            return None
+        k = n - 1
+        return k, self._row.unpack_from(self._ring, (k % self._capacity) * self._row_bytes)
 
     @property
     def rows_appended(self) -> int:
@@ -389,6 +404,23 @@ class RunLog:
     def __getitem__(self, name: str) -> np.ndarray:
         return self.column(name)
 
+    def __len__(self) -> int:
+        return int(self.data.shape[0])
+
+    def to_numpy(self) -> np.ndarray:
+        """A structured array with one float64 field per column (``a["t_s"]``)."""
+        from .log_data import to_numpy
+
+        return to_numpy(self)
+
+    def to_pandas(self, *, named_codes: bool = True):
+        """A pandas DataFrame (pandas is optional: a clear ImportError without it). With
+        ``named_codes`` fault / drive_state are categoricals of names; ``df.attrs`` holds
+        ``units`` and ``header``."""
+        from .log_data import to_pandas
+
+        return to_pandas(self, named_codes=named_codes)
+
 
 def read_log(path: PathLike, *, strict: bool = False) -> RunLog:
     """Read a run log, recovering the intact prefix of a torn or corrupt file.
@@ -510,15 +542,10 @@ def _parse_header(blob: bytes, name: str) -> tuple[dict[str, Any], int]:
 # --- export ---------------------------------------------------------------------------------------
 
 
-def export_csv(log: RunLog, path: PathLike, columns: Sequence[str] | None = None) -> None:
-    """CSV with the column names as first line and '%.17g' values (round-trip exact).
+def export_csv(log: RunLog, path: PathLike, columns: Sequence[str] | None = None, *,
+               named_codes: bool = True, units: str = "sidecar") -> list[str]:
+    """CSV export: see :func:`controller.log_data.export_csv` (column names, then '%.17g'
+    values; fault / drive_state by name; units in a ``<path>.json`` sidecar or a second row)."""
+    from .log_data import export_csv as _export
 
-    Loads with ``numpy.genfromtxt(path, delimiter=',', names=True)`` or ``pandas.read_csv``.
-    """
-    names = log.columns if columns is None else tuple(columns)
-    if not names:
-        raise ValueError("export_csv needs at least one column")
-    for n in names:
-        log.column(n)  # KeyError naming an unknown column
-    table = log.data[:, [log.columns.index(n) for n in names]]
-    np.savetxt(path, table, fmt="%.17g", delimiter=",", header=",".join(names), comments="")
+    return _export(log, path, columns, named_codes=named_codes, units=units)

@@ -17,11 +17,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from drivers.backend import Backend, Clock
+from drivers.backend import Backend, Clock, DriveState
 
 from . import __version__
 from .compensation import Compensator, make_compensator
 from .config import Config
+from .log_data import stop_phase_mask
 from .loop import COLUMN_NAMES, LOG_COLUMNS, ControlLoop, RunResult
 from .metrics import lateness_metrics, tracking_metrics
 from .reference import Reference
@@ -51,8 +52,11 @@ def versions() -> dict[str, str]:
     import numpy
     import scipy
 
+    from .compiled import active_path
+
     return {"frictionctl": __version__, "python": platform.python_version(),
-            "numpy": numpy.__version__, "scipy": scipy.__version__, "platform": platform.platform()}
+            "numpy": numpy.__version__, "scipy": scipy.__version__, "platform": platform.platform(),
+            "hot_path": active_path()}
 
 
 def _header(cfg: Config, s: Session, compensator: Compensator) -> dict[str, Any]:
@@ -70,6 +74,8 @@ def _header(cfg: Config, s: Session, compensator: Compensator) -> dict[str, Any]
         "rate_hz": cfg.loop.rate_hz,
         "versions": versions(),
         "fault_kinds": {k.value: k.name for k in FaultKind},
+        "drive_states": {d.value: d.name for d in DriveState},
+        "clock": "simulated" if s.clock.simulated else "real",
         "constant_speed_window": s.reference.constant_speed_window,
         "reversals": s.reference.reversals(s.duration_s),
         **(s.extra_header or {}),
@@ -98,14 +104,10 @@ class _SignalStop:
 
 
 def controlled_mask(run) -> np.ndarray:
-    """Rows on which the loop ran the control law: before the first fault or stop request and
-    within the header's ``controlled_ticks`` (the safe-stop ramp is not controlled)."""
-    n = run.data.shape[0]
-    limit = int(run.header.get("controlled_ticks", n))
-    idx = np.arange(n)
-    stopped = run["fault"] != 0
-    first = int(np.argmax(stopped)) if stopped.any() else n
-    return (idx < limit) & (idx < first)
+    """Rows on which the loop ran the control law: not the stop phase (from the first fault or
+    stop request, or from the header's ``controlled_ticks``: the safe-stop ramp is not
+    controlled). One rule for summary.json and the plots: :func:`controller.log_data.stop_phase_mask`."""
+    return ~stop_phase_mask(run)
 
 
 def summarize(log_path: Path, result: RunResult | None = None) -> dict[str, Any]:

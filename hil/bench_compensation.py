@@ -30,6 +30,7 @@ import numpy as np
 
 from controller.config import Config, load_config, resolve_config_path
 from controller.friction import DirectionalParams, FrictionParams, LuGreParams
+from controller.report import plot_comparison  # noqa: F401 - re-exported: the figure lives in report
 
 from .scenarios import sim_run
 
@@ -160,50 +161,6 @@ def identified_vs_true(cfg: Config, identified: FrictionParams, out: Path,
                for name, f in (("true", cfg.plant.friction), ("identified", identified))]
         result[sc] = (rms[0], rms[1])
     return result
-
-
-def plot_comparison(results: dict[str, dict[str, dict]], out_png: Path) -> Path:
-    """rms error per scenario and mode (log scale), and the error traces of creep/reversal."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from controller.runlog import read_log
-
-    scenarios = list(results)
-    modes = list(next(iter(results.values())))
-    trace_sc = [sc for sc in ("creep", "reversal") if sc in results]
-    fig, axes = plt.subplots(1 + len(trace_sc), 1, figsize=(11, 3.6 * (1 + len(trace_sc))))
-    axes = np.atleast_1d(axes)
-    ax = axes[0]
-    width = 0.8 / len(modes)
-    x = np.arange(len(scenarios))
-    for i, mode in enumerate(modes):
-        vals = [results[sc][mode]["rms_error_rad"] * 1e6 for sc in scenarios]
-        ax.bar(x + i * width, vals, width, label=mode)
-    ax.set_xticks(x + 0.4 - width / 2, scenarios)
-    ax.set_yscale("log")
-    ax.set_ylabel("rms tracking error [µrad]")
-    ax.legend(fontsize=8, ncol=len(modes))
-    ax.grid(True, axis="y", alpha=0.3)
-    for ax, sc in zip(axes[1:], trace_sc):
-        for mode in modes:
-            if mode in ("coulomb", "lugre"):
-                continue
-            run = read_log(results[sc][mode]["log"])
-            t = run["t_s"]
-            keep = t < results[sc][mode]["duration_s"]
-            ax.plot(t[keep], (run["pos_ref_rad"] - run["pos_rad"])[keep] * 1e6, lw=0.7, label=mode)
-        ax.set_title(f"{sc}: tracking error")
-        ax.set_ylabel("error [µrad]")
-        ax.set_xlabel("t [s]")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_png, dpi=100)
-    plt.close(fig)
-    return out_png
 
 
 def random_plant(cfg: Config, rng: random.Random, m: float) -> Config:

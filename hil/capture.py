@@ -14,6 +14,7 @@ import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import can
 import numpy as np
@@ -142,3 +143,131 @@ def read_capture(path: Path, cfg: Config, protocol: str | None = None) -> Captur
     data = np.array(rows, dtype=float)
     return CaptureRun(protocol, data[:, 0] - data[0, 0], data[:, 1] - data[0, 1], data[:, 2],
                       data[:, 3], frames=len(messages), skipped=skipped)
+
+
+# --- recording --------------------------------------------------------------------------------------
+
+CAPTURE_WRITE_SUFFIXES = (".log", ".asc", ".blf", ".csv")  # python-can writers without extras
+SERIAL_CAPTURE_SUFFIXES = (".txt",)  # not .log: that is a candump CAN capture to replay
+
+
+def format_serial_line(t_s: float, to_drive: bool, data: bytes) -> str:
+    """One line of a serial capture: ``<t [s]> <'>' host→drive | '<' drive→host> <bytes>``,
+    the bytes as text with Python escapes (``\\n``, ``\\r``, ``\\xNN``) so a line of ASCII
+    protocol reads as itself: ``0.001234 > c 0 0.0123\\n``."""
+    return f"{t_s:.6f} {'>' if to_drive else '<'} {repr(bytes(data))[2:-1]}\n"
+
+
+def parse_serial_line(line: str) -> tuple[float, bool, bytes]:
+    """Inverse of :func:`format_serial_line`: (t [s], to_drive, the bytes)."""
+    import codecs
+
+    t, direction, text = line.rstrip("\n").split(" ", 2)
+    if direction not in (">", "<"):
+        raise ValueError(f"serial capture line: direction {direction!r} is not '>' or '<'")
+    return float(t), direction == ">", codecs.escape_decode(text.encode("latin-1"))[0]
+
+
+class SerialTextCapture:
+    """A text file of every chunk read from and written to a serial port (the host's side)."""
+
+    def __init__(self, path: Path, clock=None) -> None:
+        import time
+
+        self._clock = clock or time.monotonic
+        self._t0 = self._clock()
+        self._file = open(path, "w", encoding="ascii")  # buffered: no syscall per line
+
+    def record(self, to_drive: bool, data: bytes) -> None:
+        if data:
+            self._file.write(format_serial_line(self._clock() - self._t0, to_drive, data))
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def captured_serial(port: str, baudrate: int, capture: SerialTextCapture, **kwargs):
+    """An open ``serial.Serial`` on ``port`` whose reads and writes also go to ``capture``."""
+    import serial
+
+    class CapturedSerial(serial.Serial):
+        def read(self, size: int = 1) -> bytes:
+            data = super().read(size)
+            capture.record(False, data)
+            return data
+
+        def write(self, data) -> int | None:
+            capture.record(True, bytes(data))
+            return super().write(data)
+
+    return CapturedSerial(port, baudrate, **kwargs)
+
+
+class BusCapture:
+    """Every frame on a CAN channel to a python-can log file (format by extension), through a
+    second handle on the channel: on socketcan, virtual and udp_multicast it sees both the
+    driver's frames and the drive's. Interfaces that allow one handle only (most USB adapters)
+    refuse it: the error names the interface."""
+
+    def __init__(self, path: Path, interface: str, channel, bitrate: int | None = None) -> None:
+        kwargs: dict[str, Any] = {"bitrate": bitrate} if bitrate and interface not in ("virtual", "socketcan",
+                                                                       "udp_multicast") else {}
+        try:
+            self._bus = can.Bus(interface=interface, channel=channel, **kwargs)
+        except Exception as err:  # noqa: BLE001 - python-can and vendor libraries raise anything
+            raise ProtocolError(f"--capture: cannot open a second handle on {interface}:{channel} "
+                                f"to record it ({type(err).__name__}: {err})") from err
+        self._logger = can.Logger(str(path))
+        self._notifier = can.Notifier(self._bus, [self._logger], timeout=0.05)
+
+    def stop(self) -> None:
+        self._notifier.stop()
+        self._logger.stop()
+        self._bus.shutdown()
+
+
+class RunCapture:
+    """``frictionctl run --capture FILE``: record the drive link of a real run.
+
+    CAN (cia402, odrive_can): a :class:`BusCapture` in a python-can format (``.log`` candump,
+    ``.asc``, ``.blf``, ``.csv``); replay reads it back. Serial (odrive_ascii): the text lines of
+    :func:`format_serial_line` (``.txt``). ``backend_kwargs`` go to the backend's
+    ``from_config`` (the captured serial port); :meth:`stop` after the run."""
+
+    def __init__(self, cfg: Config, path: Path) -> None:
+        d = cfg.drive
+        self.path = path
+        self.backend_kwargs: dict = {}
+        self._parts: list = []
+        suffix = path.suffix.lower()
+        if d.protocol in ("cia402", "odrive_can"):
+            if suffix not in CAPTURE_WRITE_SUFFIXES:
+                raise ProtocolError(f"--capture {path}: a CAN capture is written as "
+                                    f"{', '.join(CAPTURE_WRITE_SUFFIXES)} (python-can formats)")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._parts.append(BusCapture(path, d.interface, d.channel, getattr(d, "bitrate", None)))
+        elif d.protocol == "odrive_ascii":
+            if suffix not in SERIAL_CAPTURE_SUFFIXES:
+                raise ProtocolError(f"--capture {path}: a serial capture is text: "
+                                    f"{', '.join(SERIAL_CAPTURE_SUFFIXES)}")
+            import serial
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            text = SerialTextCapture(path)
+            self._parts.append(text)
+            try:
+                port = captured_serial(d.port, d.baudrate, text, timeout=0,
+                                       write_timeout=d.timeout_s, exclusive=True)
+            except (serial.SerialException, OSError, ValueError) as err:
+                text.close()
+                raise ProtocolError(f"drive.port {d.port}: cannot open: {err}") from err
+            self._parts.insert(0, port)
+            self.backend_kwargs = {"port": port}
+        else:
+            raise ProtocolError(f"--capture: drive.protocol {d.protocol!r} has no link to record "
+                                "(cia402, odrive_can, odrive_ascii)")
+
+    def stop(self) -> None:
+        for part in self._parts:
+            (part.stop if hasattr(part, "stop") else part.close)()
+        self._parts = []

@@ -31,7 +31,8 @@ their bytes are read.
 Fault injection: :meth:`inject_garbage` (bytes put on the line ahead of the next reply),
 :meth:`close_port` (the far end disappears), :meth:`drop_next` (replies swallowed),
 :meth:`delay_next`. Byte log: ``byte_log`` (path or text stream) gets one line per chunk,
-``<t_s> <rx|tx> <hex>`` (t_s since start; rx = bytes the drive received, tx = bytes it sent).
+``<t_s> <'>'|'<'> <bytes as escaped text>`` (t_s since start; ``>`` = bytes the drive received,
+``<`` = bytes it sent; :func:`hil.capture.format_serial_line`, the format of ``run --capture``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from drivers.odrive_ascii_codec import (CMD_CLEAR_ERRORS, MAX_LINE_BYTES, decode
                                         encode_reply, format_feedback, format_read_value,
                                         split_request_lines)
 from drivers.odrive_codec import ControlMode
+from hil.capture import format_serial_line
 from hil.odrive_axis import EmuMode, ODriveEmulatorBase
 
 _POLL_S = 0.005  # longest the service thread blocks in select [s]
@@ -232,7 +234,8 @@ class ODriveAsciiEmulator(ODriveEmulatorBase):
 
     def _log(self, direction: str, data: bytes, now: float) -> None:
         if self._byte_log is not None:
-            self._byte_log.write(f"{now - self._t0:.6f} {direction} {data.hex()}\n")
+            # host→drive is what the emulator receives: the format of ``run --capture``
+            self._byte_log.write(format_serial_line(now - self._t0, direction == "rx", data))
 
     # --- commands ----------------------------------------------------------------------------------
     def _execute(self, command: str, now: float) -> str | None:

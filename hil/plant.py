@@ -26,7 +26,8 @@ from typing import NamedTuple
 import numpy as np
 
 from controller.config import PlantConfig
-from controller.friction import DirectionalParams, FrictionParams, LuGreParams, lugre_step
+from controller.friction import DirectionalParams, FrictionParams, LuGreParams
+from controller.friction_step import lugre_step
 
 
 class PlantMeasurement(NamedTuple):

@@ -13,21 +13,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from controller.compensation import TickSignals, make_compensator
 from controller.config import Config, config_from_mapping
-from controller.control_law import ControlLaw
 from controller.friction import FrictionParams
 from controller.runlog import RunLog, read_log
 from controller.runner import controlled_mask, write_summary
 from controller.schema import ConfigError
-from controller.velocity import VelocityEstimator
+
+from .replay_loop import replay_ticks
 
 REPLAY_COLUMNS = ("t_s", "friction_hat_nm", "z_hat", "fc_hat_nm", "residual_nm", "torque_cmd_nm",
                   "reidentify")
@@ -63,57 +61,8 @@ def controlled_rows(run: RunLog) -> np.ndarray:
 def _replay_ticks(cfg: Config, mode: str, dt: float, cols: dict[str, list], n: int,
                   progress: Callable[[float, float], None] | None = None,
                   reference_from_measurement: bool = False) -> tuple[np.ndarray, float]:
-    """The loop's estimate-and-control path over n recorded ticks. ``cols`` holds lists:
-    t_s, pos_rad, drive_vel_rad_s, pos_ref_rad, vel_ref_rad_s, acc_ref_rad_s2, current_a,
-    temperature_c, payload_kg, friction_true_nm, torque_cmd_nm (what the drive was sent).
-    ``reference_from_measurement``: no reference was recorded (a raw capture): the reference is
-    the measured motion itself. Returns (rows × REPLAY_COLUMNS[1:], wall seconds)."""
-    compensator = make_compensator(cfg.controller, mode)
-    law = ControlLaw(cfg.controller, compensator)
-    velocity = VelocityEstimator(cfg.controller.velocity.source, cfg.controller.velocity.cutoff_hz)
-    lim = cfg.safety.torque_limit_nm
-    temperature_default = cfg.plant.temperature_c
-    c_t, c_pos, c_dvel = cols["t_s"], cols["pos_rad"], cols["drive_vel_rad_s"]
-    c_ref, c_vref, c_aref = cols["pos_ref_rad"], cols["vel_ref_rad_s"], cols["acc_ref_rad_s2"]
-    c_cur, c_temp, c_true, c_cmd = (cols["current_a"], cols["temperature_c"],
-                                    cols["friction_true_nm"], cols["torque_cmd_nm"])
-    payload = cols["payload_kg"]
-    sig = TickSignals()
-    velocity.reset(0.0)
-    law.enable(0.0)
-    u_prev = 0.0
-    rec = []
-    append = rec.append
-    comp = compensator
-    every = max(1, n // 50)
-    t_wall = time.perf_counter()
-    for j in range(n):
-        pos = c_pos[j]
-        sig.t_s = c_t[j]
-        sig.pos_rad = pos
-        sig.vel_rad_s = vel = velocity.step(pos, c_dvel[j], dt)
-        if reference_from_measurement:
-            sig.pos_ref_rad = pos
-            sig.vel_ref_rad_s = vel
-            sig.acc_ref_rad_s2 = 0.0
-        else:
-            sig.pos_ref_rad = c_ref[j]
-            sig.vel_ref_rad_s = c_vref[j]
-            sig.acc_ref_rad_s2 = c_aref[j]
-        sig.current_a = c_cur[j]
-        sig.torque_cmd_prev_nm = u_prev
-        temp = c_temp[j]
-        sig.temperature_c = temp if temp == temp else temperature_default
-        sig.payload_kg = payload[j]
-        sig.true_friction_nm = c_true[j]
-        u = law.step(sig, dt)
-        u = lim if u > lim else (-lim if u < -lim else u)
-        append((comp.friction_hat_nm, comp.z_hat, comp.fc_hat_nm, comp.residual_nm, u,
-                1.0 if comp.reidentify else 0.0))
-        u_prev = c_cmd[j]  # what the drive was actually sent
-        if progress is not None and j % every == 0:
-            progress(j, n)
-    wall = time.perf_counter() - t_wall
+    """:func:`hil.replay_loop.replay_ticks` as an array: rows × REPLAY_COLUMNS[1:]."""
+    rec, wall = replay_ticks(cfg, mode, dt, cols, n, progress, reference_from_measurement)
     out = np.array(rec, dtype=float).T if rec else np.empty((len(REPLAY_COLUMNS) - 1, 0))
     return out, wall
 
@@ -261,6 +210,52 @@ def plot_replay(res: ReplayResult, out_png: Path) -> Path:
     fig.savefig(out_png, dpi=100)
     plt.close(fig)
     return out_png
+
+
+@dataclass(frozen=True)
+class ReplayTask:
+    """One replay of a batch (``frictionctl replay LOG...``): picklable, run by :func:`replay_task`.
+    ``capture_cfg``: the source is a raw capture, decoded and replayed with this config."""
+
+    source: Path
+    out_dir: Path
+    params: FrictionParams | None = None
+    compensation: str | None = None
+    plot: bool = True
+    capture_cfg: Config | None = None
+    protocol: str | None = None
+
+
+def replay_task(task: ReplayTask,
+                progress: Callable[[float, float], None] | None = None) -> dict[str, Any]:
+    """Run one :class:`ReplayTask` (top level, so a process pool or a Dask worker can run it)."""
+    if task.capture_cfg is not None:
+        cfg = task.capture_cfg if task.params is None else with_params(task.capture_cfg, task.params)
+        return replay_capture(task.source, cfg, task.out_dir, protocol=task.protocol,
+                              compensation=task.compensation, plot=task.plot, progress=progress)
+    return replay(task.source, task.out_dir, params=task.params, compensation=task.compensation,
+                  plot=task.plot, progress=progress)
+
+
+def batch_out_dirs(sources: list[Path], out: Path) -> list[Path]:
+    """Output folders of a batch: ``out`` itself for one source; ``out/<k>-<name>`` for many,
+    <name> the log's folder for a ``run.fctl`` (the usual name), else the file's stem."""
+    if len(sources) == 1:
+        return [out]
+    width = len(str(len(sources)))
+    return [out / f"{k:0{width}d}-{src.parent.name if src.stem == 'run' else src.stem}"
+            for k, src in enumerate(sources, start=1)]
+
+
+def format_batch(summaries: list[dict[str, Any]]) -> str:
+    """One line per replayed source: ticks, speed, and the largest difference from the log."""
+    lines = [f"{'source':<48}{'mode':>16}{'ticks':>9}{'x realtime':>12}{'max |df| N·m':>14}"]
+    for s in summaries:
+        diff = s.get("max_abs_diff_friction_hat_nm")
+        lines.append(f"{str(s.get('log') or s.get('source')):<48}{s['compensation']:>16}"
+                     f"{s['ticks']:>9}{s['replay_realtime_factor']:>12.1f}"
+                     f"{'-' if diff is None else format(diff, '.3g'):>14}")
+    return "\n".join(lines)
 
 
 def replay(log_path: Path, out_dir: Path, *, params: FrictionParams | None = None,

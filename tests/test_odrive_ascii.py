@@ -191,9 +191,12 @@ def test_byte_log_lines(make_emu) -> None:
         assert exchange(port, b"f 0\n") == b"0.000000 0.000000\r\n"
     emu.stop()
     lines = log.getvalue().splitlines()
-    assert [line.split()[1:] for line in lines] == [["rx", b"f 0\n".hex()],
-                                                    ["tx", b"0.000000 0.000000\r\n".hex()]]
-    assert all(re.fullmatch(r"\d+\.\d{6} (rx|tx) [0-9a-f]+", line) for line in lines)
+    assert [line.split(" ", 1)[1] for line in lines] == [r"> f 0\n", r"< 0.000000 0.000000\r\n"]
+    assert all(re.fullmatch(r"\d+\.\d{6} [<>] .+", line) for line in lines)
+    from hil.capture import parse_serial_line
+
+    assert [parse_serial_line(line)[1:] for line in lines] == [(True, b"f 0\n"),
+                                                               (False, b"0.000000 0.000000\r\n")]
 
 
 # --- driver against the emulator -----------------------------------------------------------------

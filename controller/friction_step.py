@@ -1,0 +1,46 @@
+"""The scalar per-step friction functions of the hot path: the Stribeck level ``g`` and the exact
+LuGre bristle step ``lugre_step`` (units and model in :mod:`controller.friction`, which
+re-exports both). In a module of their own so that they are compiled with the hot modules while
+the parameter dataclasses, with their field-named validation, stay interpreted."""
+
+from __future__ import annotations
+
+import math
+
+from .friction import DirectionalParams, FrictionParams, LuGreParams
+
+
+def g(params: LuGreParams, v: float) -> float:
+    """Stribeck level g(v) = Fc + (Fs − Fc)·exp(−|v/vs|^delta) [N·m], scalar v."""
+    r = abs(v / params.vs)
+    if r > 1e100:  # far beyond vs: g = Fc (and r**delta would overflow)
+        return params.Fc
+    return params.Fc + (params.Fs - params.Fc) * math.exp(-(r * r if params.delta == 2.0 else r**params.delta))
+
+
+def lugre_step(params: FrictionParams, z: float, v: float, dt_s: float) -> tuple[float, float]:
+    """Advance the bristle state one step with v held constant; return (z_next, force).
+
+    Discretisation (exact for held v): with a = sigma0·|v|/g(v) [1/s] and z_ss = v/a =
+    g(v)·sgn(v)/sigma0, the ODE dz/dt = v − a·z is linear over the step, so
+
+        z⁺ = z·exp(−a·dt) + v·dt·φ(a·dt),    φ(x) = (1 − exp(−x))/x  (φ(0) = 1),
+
+    evaluated with expm1 so that a·dt → 0 gives z⁺ = z + v·dt without cancellation and a·dt → ∞
+    gives z⁺ = z_ss without overflow. z⁺ is a convex combination of z and z_ss, hence finite and
+    within [−Fs/sigma0, Fs/sigma0] whenever z starts there, for every dt_s > 0 and sigma0.
+
+    The force is taken at the end of the step: F = sigma0·z⁺ + sigma1·ż⁺ + sigma2·v with the exact
+    end-of-step derivative ż⁺ = v − a·z⁺.
+    """
+    p = params.for_velocity(v, z) if isinstance(params, DirectionalParams) else params
+    if v == 0.0:
+        return z, p.sigma0 * z
+    r = abs(v / p.vs)  # g(p, v) inlined: this runs several times per tick in the plant
+    gv = p.Fc if r > 1e100 else p.Fc + (p.Fs - p.Fc) * math.exp(-(r * r if p.delta == 2.0 else r**p.delta))
+    a = p.sigma0 * abs(v) / gv
+    x = a * dt_s
+    decay = math.exp(-x)
+    z_next = z * decay + (v * dt_s * (-math.expm1(-x) / x) if x > 0.0 else v * dt_s)
+    zdot = v - a * z_next
+    return z_next, p.sigma0 * z_next + p.sigma1 * zdot + p.sigma2 * v

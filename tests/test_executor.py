@@ -1,0 +1,111 @@
+"""Batch work through one executor: in process, local processes (--jobs) and a Dask cluster
+(--cluster) give the same results in task order; setup errors are one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.cli import main
+from controller.executor import ExecutorError, ExecutorSpec, run_map
+
+from .conftest import reference_config, sim
+
+# keys of a replay summary that measure this machine, not the replay
+TIMING_KEYS = {"replay_wall_s", "replay_realtime_factor", "log", "report"}
+
+
+def _square_with_pid(x: int) -> tuple[int, int]:
+    import os
+
+    return x * x, os.getpid()
+
+
+def _fails_on_three(x: int) -> int:
+    if x == 3:
+        raise ValueError(f"task {x} failed")
+    return x
+
+
+@pytest.fixture(scope="module")
+def two_logs(tmp_path_factory):
+    """Two short logs of different modes: the observer path and a static feedforward."""
+    root = tmp_path_factory.mktemp("logs")
+    cfg = reference_config()
+    sim(cfg, root / "adaptive", scenario="reversal", duration_s=1.5, compensation="lugre_adaptive")
+    sim(cfg, root / "static", scenario="creep", duration_s=1.5, compensation="stribeck")
+    return [root / "adaptive" / "run.fctl", root / "static" / "run.fctl"]
+
+
+def _replayed(out: Path) -> list[tuple[dict, bytes]]:
+    """(summary without timing keys, replay.csv bytes) of each folder of a batch, in order."""
+    result = []
+    for folder in sorted(p for p in out.iterdir() if p.is_dir()):
+        summary = json.loads((folder / "summary.json").read_text())
+        result.append(({k: v for k, v in summary.items() if k not in TIMING_KEYS},
+                       (folder / "replay.csv").read_bytes()))
+    return result
+
+
+def test_process_pool_runs_in_other_processes_and_keeps_task_order():
+    import os
+
+    results = run_map(_square_with_pid, range(8), ExecutorSpec(jobs=2))
+    assert [r[0] for r in results] == [x * x for x in range(8)]
+    assert os.getpid() not in {r[1] for r in results}
+    assert run_map(_square_with_pid, [], ExecutorSpec(jobs=2)) == []
+
+
+def test_a_failing_task_fails_the_map_with_its_own_error():
+    with pytest.raises(ValueError, match="task 3 failed"):
+        run_map(_fails_on_three, range(6), ExecutorSpec(jobs=2))
+
+
+def test_bad_executor_settings_are_refused():
+    with pytest.raises(ExecutorError, match="--jobs"):
+        ExecutorSpec(jobs=0)
+    with pytest.raises(ExecutorError, match="--cluster"):
+        ExecutorSpec(cluster=" ")
+
+
+def test_replay_of_many_logs_is_identical_for_jobs_1_and_2(two_logs, tmp_path, capsys):
+    assert main(["replay", *map(str, two_logs), "--no-plot", "--out", str(tmp_path / "j1")]) == 0
+    assert main(["replay", *map(str, two_logs), "--no-plot", "--jobs", "2",
+                 "--out", str(tmp_path / "j2")]) == 0
+    one, two = _replayed(tmp_path / "j1"), _replayed(tmp_path / "j2")
+    assert [p.name for p in sorted((tmp_path / "j2").iterdir())] == ["1-adaptive", "2-static"]
+    assert one == two
+    assert [s["compensation"] for s, _ in one] == ["lugre_adaptive", "stribeck"]
+    # and each replay reproduced its log exactly, whichever executor ran it
+    assert all(s["max_abs_diff_friction_hat_nm"] == 0.0 for s, _ in two)
+    assert not list((tmp_path / "j2").rglob("replay.png"))  # --no-plot
+    assert "2 local processes" in capsys.readouterr().out
+
+
+def test_replay_on_a_local_dask_cluster_equals_in_process(two_logs, tmp_path):
+    distributed = pytest.importorskip("distributed", reason="dask[distributed] not installed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        code = main(["replay", *map(str, two_logs), "--no-plot", "--cluster", cluster.scheduler_address,
+                     "--out", str(tmp_path / "dask")])
+    assert code == 0
+    assert main(["replay", *map(str, two_logs), "--no-plot", "--out", str(tmp_path / "local")]) == 0
+    assert _replayed(tmp_path / "dask") == _replayed(tmp_path / "local")
+
+
+def test_cluster_without_dask_is_a_one_line_error(two_logs, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)  # import fails as if not installed
+    code = main(["replay", str(two_logs[0]), "--cluster", "tcp://127.0.0.1:8786", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "frictionctl[cluster]" in err
+
+
+def test_jobs_must_be_a_positive_integer(two_logs, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["replay", str(two_logs[0]), "--jobs", "0", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "--jobs" in capsys.readouterr().err
