@@ -57,7 +57,8 @@ class ObserverConfig:
     dob: bool = True  # disturbance-observer term: the dead-zoned, bounded, low-passed residual
     #   added to the feedforward in transients (starts, reversals, accelerations), faded out in
     #   steady sliding (where it would only pass current-sensor noise)
-    dob_bandwidth_hz: Optional[float] = None  # low-pass of the term [Hz]; rule: 3·f_p
+    dob_bandwidth_hz: Optional[float] = None  # low-pass of the term [Hz]; rule: 20·f_p (4× the
+    #   momentum observer: smooths ticks only; measured, lower bandwidths cost creep and reversal)
     dob_deadzone_nm: Optional[float] = None  # dead zone [N·m]; rule: 0.02·Fc
     dob_limit_nm: Optional[float] = None  # |term| bound [N·m]; rule: 0.5·Fs
     dob_steady_s: Optional[float] = None  # steady sliding this long (|a_ref| ≈ 0, |v_ref| >
@@ -119,15 +120,17 @@ class AdaptationConfig:
     #   [N·m]; rule: 0.05·Fc
     drift_persist_s: float = 3.0  # in-band time the condition must hold to raise/clear [s]
     drift_clear_ratio: float = 0.5  # clear below ratio·drift_low_threshold_nm (hysteresis) [-]
-    inconsistent_s: float = 3.0  # observer contained (fallback) this long while sliding =>
-    #   reidentify: the believed set does not explain the measured friction [s]
+    inconsistent_s: float = 3.0  # the model inconsistent this long while moving => reidentify:
+    #   the believed set does not explain the measured friction [s] (inconsistent: observer in
+    #   fallback, or the 1 Hz mean of |residual| above inconsistent_residual_nm)
+    inconsistent_residual_nm: Optional[float] = None  # [N·m]; rule: 0.1·Fc
     stribeck: Literal["off", "propose", "auto"] = "propose"  # what reidentify does with the
     #   proposed set (the believed set with the adapted Coulomb level): off: no proposal;
     #   propose: written as proposed_params.yaml for the operator; auto: also applied as the
     #   believed level (it already is, through the adapter scale)
 
     def __post_init__(self) -> None:
-        for name in ("gate_velocity_rad_s", "rate_limit_nm_s", "fc_min_nm",
+        for name in ("gate_velocity_rad_s", "rate_limit_nm_s", "fc_min_nm", "inconsistent_residual_nm",
                      "drift_low_threshold_nm", "drift_high_threshold_nm"):
             value = getattr(self, name)
             require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
@@ -178,7 +181,7 @@ def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
         clamp_margin_nm=_pick(cfg.clamp_margin_nm, 0.25 * p.Fc),
         residual_limit_nm=_pick(cfg.residual_limit_nm, 0.5 * p.Fc),
         wrong_sign_velocity_rad_s=_pick(cfg.wrong_sign_velocity_rad_s, 3.0 * p.vs),
-        dob_bandwidth_hz=_pick(cfg.dob_bandwidth_hz, 3.0 * fp),
+        dob_bandwidth_hz=_pick(cfg.dob_bandwidth_hz, 20.0 * fp),
         dob_deadzone_nm=_pick(cfg.dob_deadzone_nm, 0.02 * p.Fc),
         dob_limit_nm=_pick(cfg.dob_limit_nm, 0.5 * p.Fs),
         dob_steady_s=_pick(cfg.dob_steady_s, 20.0 / (2.0 * math.pi * fp)))
@@ -192,7 +195,8 @@ def resolve_adaptation(cfg: AdaptationConfig, friction: FrictionParams) -> Adapt
         fc_min_nm=_pick(cfg.fc_min_nm, 0.5 * p.Fc), fc_max_nm=_pick(cfg.fc_max_nm, 2.0 * p.Fc),
         rate_limit_nm_s=_pick(cfg.rate_limit_nm_s, 0.25 * p.Fc),
         drift_low_threshold_nm=_pick(cfg.drift_low_threshold_nm, 0.1 * p.Fc),
-        drift_high_threshold_nm=_pick(cfg.drift_high_threshold_nm, 0.05 * p.Fc))
+        drift_high_threshold_nm=_pick(cfg.drift_high_threshold_nm, 0.05 * p.Fc),
+        inconsistent_residual_nm=_pick(cfg.inconsistent_residual_nm, 0.1 * p.Fc))
 
 
 @dataclass(frozen=True)

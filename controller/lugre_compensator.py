@@ -27,14 +27,15 @@ Per tick (all in :meth:`LuGreCompensator.step`, SI units):
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .adaptation import DriftMonitor, FcAdapter
 from .compensation import Compensator, StaticCompensator, TickSignals
 from .estimation_config import (AdaptationConfig, ObserverConfig, ScheduleConfig,
                                 anchored, representative, resolve_adaptation,
                                 resolve_observer)
-from .friction import FrictionParams, g
+from .friction import DirectionalParams, FrictionParams, g
 from .gains import PIDGains
 from .observer import LuGreObserver, MomentumObserver, Watchdog
 from .schedule import Scheduler
@@ -73,11 +74,15 @@ class LuGreCompensator(Compensator):
         self._dob = observer.dob
         self._dob_gain = -math.expm1(-2.0 * math.pi * observer.dob_bandwidth_hz * 1e-3)
         self._dob_dt = 1e-3
+        self._dob_peak_decay = math.exp(-1e-3)
         self._dob_dead = observer.dob_deadzone_nm
         self._dob_limit = observer.dob_limit_nm
         self._dob_steady = observer.dob_steady_s
         self._inv_vs = 1.0 / representative(friction).vs
         self._inconsistent_limit = adaptation.inconsistent_s if adaptation is not None else math.inf
+        self._inconsistent_nm = (adaptation.inconsistent_residual_nm  # type: ignore[assignment]
+                                 if adaptation is not None else math.inf)
+        self._abs_gain = -math.expm1(-2.0 * math.pi * 1.0 * 1e-3)  # 1 Hz mean of |residual| at 1 kHz
         self._residual = observer.correction == "residual"
         L = LuGreObserver.gain_for(observer.bandwidth_hz, friction) if self._residual else 0.0
         k = observer.tracking_gain_per_s if observer.correction == "tracking_error" else 0.0
@@ -137,11 +142,14 @@ class LuGreCompensator(Compensator):
         self.clamped = False
         self.weights: tuple[float, ...] = ()
         self.reidentify_reason = ""
+        self.reidentify_t_s = NAN  # when reidentify was raised (TickSignals.t_s) [s]
         self.dob_nm = 0.0  # disturbance-observer term in the feedforward [N·m]
         self.dob_weight = 1.0  # its weight: 1 in transients, 0 in steady sliding [-]
         self._dob_lpf = 0.0
         self._steady_s = 0.0
-        self._inconsistent_s = 0.0  # time in fallback while moving [s]
+        self._dob_peak = 0.0  # |v_ref| peak, decaying with a 1 s time constant [rad/s]
+        self._inconsistent_s = 0.0  # leaky time of inconsistency while moving [s]
+        self._abs_residual = 0.0  # 1 Hz mean of |residual| while moving [N·m]
         self._peak_vref = 0.0  # largest |v_ref| so far [rad/s]
         if self.adapter is not None:
             self.adapter.gate.lo = self._gate_max
@@ -257,17 +265,25 @@ class LuGreCompensator(Compensator):
             self.fc_hat_nm = scale * p.Fc
             drift = self.drift.step(residual, v, p.vs, dt_s, hold or fallback,
                                     sliding=self.adapter.direction)
-            if fallback and speed_ref > 0.0 and not hold:
-                self._inconsistent_s += dt_s
-            elif not fallback:
-                self._inconsistent_s = 0.0
+            if speed_ref > 0.0 and not hold:  # inconsistency judged while moving
+                mean = self._abs_residual
+                mean += self._abs_gain * ((residual if residual >= 0.0 else -residual) - mean)
+                self._abs_residual = mean
+                if fallback or mean > self._inconsistent_nm:
+                    self._inconsistent_s += dt_s
+                elif self._inconsistent_s > dt_s:
+                    self._inconsistent_s -= dt_s
+                else:
+                    self._inconsistent_s = 0.0
             if not self.reidentify:
                 if drift:
                     self.reidentify = True
                     self.reidentify_reason = "stribeck region moved"
+                    self.reidentify_t_s = s.t_s
                 elif self._inconsistent_s >= self._inconsistent_limit:
                     self.reidentify = True
                     self.reidentify_reason = "model inconsistent"
+                    self.reidentify_t_s = s.t_s
         else:
             self.fc_hat_nm = est.active.Fc
         if self._dob:
@@ -315,6 +331,7 @@ class LuGreCompensator(Compensator):
         if dt_s != self._dob_dt:
             self._dob_dt = dt_s
             self._dob_gain = -math.expm1(-2.0 * math.pi * self.cfg.dob_bandwidth_hz * dt_s)
+            self._dob_peak_decay = math.exp(-dt_s)
         x = self._dob_lpf
         x += self._dob_gain * (residual - x)
         self._dob_lpf = x
@@ -336,8 +353,14 @@ class LuGreCompensator(Compensator):
             self._steady_s = 0.0
         w = 2.0 - self._steady_s / steady_s
         w = 1.0 if w > 1.0 else (0.0 if w < 0.0 else w)
-        slow = speed * self._inv_vs  # below vs (pre-sliding, dwell): attenuated with |v_ref|/vs
-        if slow < 1.0:
+        # motions that stay below vs (pre-sliding steps): attenuated with the held peak |v_ref|/vs
+        peak = self._dob_peak * self._dob_peak_decay
+        peak = speed if speed > peak else peak
+        self._dob_peak = peak
+        slow = peak * self._inv_vs
+        if speed == 0.0:  # at rest friction balances whatever is applied: no model error to learn
+            w = 0.0
+        elif slow < 1.0:
             w *= slow
         self.dob_weight = w
         term *= w
@@ -354,6 +377,40 @@ class LuGreCompensator(Compensator):
         sh.scale = model.scale
         sh.z_hat = z_prev
         return sh.step(*args)
+
+
+def proposed_friction(comp: LuGreCompensator) -> FrictionParams:
+    """The set proposed with ``reidentify``: the believed set with Fc and Fs at the adapted
+    level (the adapter's scale; vs, sigma0, sigma1, sigma2 as believed)."""
+    k = comp.estimator.scale
+    p = comp.estimator.params
+    if isinstance(p, DirectionalParams):
+        return DirectionalParams(p.forward.scaled(Fc=k, Fs=k), p.reverse.scaled(Fc=k, Fs=k))
+    return p.scaled(Fc=k, Fs=k)
+
+
+def reidentify_report(comp: Compensator, out_dir: Path) -> dict[str, Any]:
+    """summary.json fields of the alarm; with ``adaptation.stribeck`` propose/auto the proposed
+    set is written as ``proposed_params.yaml`` in the params.yaml format of ``identify`` (its
+    writer), loadable by ``--params`` and ``replay --params``."""
+    if not isinstance(comp, LuGreCompensator) or comp.adaptation_cfg is None:
+        return {}
+    out: dict[str, Any] = {"reidentify_reason": comp.reidentify_reason or "none",
+                           "reidentify_at_s": comp.reidentify_t_s}
+    if comp.reidentify and comp.adaptation_cfg.stribeck != "off":
+        from hil.identify import IdentifyResult, _write_params
+
+        friction = proposed_friction(comp)
+        path = out_dir / "proposed_params.yaml"
+        _write_params(path, IdentifyResult(
+            friction=friction, uncertainty={}, sources={"Fc": "online adaptation",
+                                                        "Fs": "online adaptation (ratio kept)"},
+            directional=isinstance(friction, DirectionalParams), points=[],
+            diagnostics={"source": "frictionctl online proposal (reidentify)",
+                         "reason": comp.reidentify_reason, "raised_at_s": comp.reidentify_t_s,
+                         "fc_scale": comp.estimator.scale}))
+        out["proposed_params"] = str(path)
+    return out
 
 
 def make_lugre_compensator(cfg: "ControllerConfig", adaptive: bool) -> LuGreCompensator:
