@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 from .friction import DirectionalParams, FrictionParams, LuGreParams
-from .estimation_config import AdaptationConfig, ObserverConfig, ScheduleConfig
+from .estimation_config import AdaptationConfig, ObserverConfig, ScheduleConfig, check_anchored
 from .gains import PIDGains
 from .schema import ConfigError, load_yaml, parse, parse_dataclass, prefixed, register_parser, require
 
@@ -147,6 +147,8 @@ class ControllerConfig:
         check_torque_constant(self.Kt)
         require(self.feedforward_v_eps >= 0, "feedforward_v_eps",
                f"must be >= 0, got {self.feedforward_v_eps}")
+        if self.schedule is not None:  # a schedule is anchored to the believed set
+            check_anchored(self.schedule, self.friction)
 
 
 # --- loop, safety, logging, drive ---------------------------------------------------------------

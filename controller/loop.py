@@ -46,6 +46,7 @@ LOG_COLUMNS: tuple[tuple[str, str], ...] = (
     ("drive_state", "DriveState"), ("sequence", "-"), ("temperature_c", "degC"),
     ("saturated", "-"), ("reidentify", "-"), ("drive_vel_rad_s", "rad/s"), ("payload_kg", "kg"),
     ("ff_param_step_nm", "N·m"), ("fallback", "-"),
+    ("learned_nm", "N·m"),  # feedforward learned from the residual (DOB term + learned table)
 )
 COLUMN_NAMES = tuple(name for name, _ in LOG_COLUMNS)
 
@@ -311,4 +312,5 @@ class ControlLoop:
             1.0 if overrun else 0.0, float(self.safety.fault), state, seq, temp,
             1.0 if pid.saturated else 0.0, 1.0 if comp.reidentify else 0.0, drive_vel,
             self._sig.payload_kg, comp.param_step_nm, 1.0 if comp.fallback else 0.0,
+            comp.learned_nm,
         )

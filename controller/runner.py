@@ -183,6 +183,9 @@ def run_session(cfg: Config, s: Session, out_dir: Path, *, plot: bool = True,
         if helper is not None and hasattr(helper, "stop"):
             helper.stop()
     summary = summarize(log_path, result)
+    from .lugre_compensator import reidentify_report  # the alarm's reason and proposed set
+
+    summary.update(reidentify_report(compensator, out_dir))
     write_summary(out_dir, summary)
     if plot:
         from .report import plot_run

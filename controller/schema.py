@@ -63,6 +63,9 @@ def parse(tp: Any, value: Any, path: str = "") -> Any:
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
+        rest = tuple(a for a in args if a is not type(None))
+        if len(rest) > 1 and Union[rest] in _PARSERS:  # Optional[a registered union]
+            return _PARSERS[Union[rest]](value, path)
         errors = []
         for arg in args:
             if arg is type(None):
