@@ -23,16 +23,18 @@ import json
 import math
 import random
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from controller.config import Config, load_config, resolve_config_path
+from controller.executor import ExecutorSpec, add_executor_arguments, spec_from_args
 from controller.friction import DirectionalParams, FrictionParams, LuGreParams
 from controller.report import plot_comparison  # noqa: F401 - re-exported: the figure lives in report
 
-from .scenarios import sim_run
+from .sim_batch import SimRun, run_sims, split_timing
 
 MODES = ("off", "coulomb", "stribeck", "lugre", "lugre_adaptive", "oracle")
 SCENARIOS = ("creep", "reversal", "step", "drift", "schedule")
@@ -74,17 +76,16 @@ def mismatched(cfg: Config, m: float, signs: dict[str, int] | None = None,
 
 
 def run_matrix(cfg: Config, scenarios, modes, out: Path, seed: int = 1,
-               duration_scale: float = 1.0, progress=None) -> dict[str, dict[str, dict]]:
-    """results[scenario][mode] = summary dict (lockstep runs, no plots)."""
-    results: dict[str, dict[str, dict]] = {}
-    for sc in scenarios:
-        results[sc] = {}
-        duration = cfg.scenario(sc).duration_s * duration_scale
-        for mode in modes:
-            if progress:
-                progress(f"{sc}/{mode}")
-            results[sc][mode] = sim_run(cfg, sc, out / sc / mode, compensation=mode,
-                                        duration_s=duration, seed=seed, plot=False)
+               duration_scale: float = 1.0, progress=None,
+               spec: ExecutorSpec | None = None) -> dict[str, dict[str, dict]]:
+    """results[scenario][mode] = summary dict (lockstep runs, no plots), on the executor of spec."""
+    runs = [SimRun(cfg, sc, out / sc / mode, mode, cfg.scenario(sc).duration_s * duration_scale, seed)
+            for sc in scenarios for mode in modes]
+    if progress:
+        progress(f"{len(runs)} runs")
+    results: dict[str, dict[str, dict]] = {sc: {} for sc in scenarios}
+    for run, summary in zip(runs, run_sims(runs, spec)):
+        results[run.scenario][run.compensation] = summary
     return results
 
 
@@ -161,15 +162,14 @@ def with_believed_friction(cfg: Config, friction: FrictionParams) -> Config:
 
 
 def identified_vs_true(cfg: Config, identified: FrictionParams, out: Path,
-                       scenarios=("creep", "reversal", "step"), seed: int = 1) -> dict[str, tuple[float, float]]:
+                       scenarios=("creep", "reversal", "step"), seed: int = 1,
+                       spec: ExecutorSpec | None = None) -> dict[str, tuple[float, float]]:
     """rms error of lugre_adaptive with the identified set and with the plant's true set."""
-    result = {}
-    for sc in scenarios:
-        rms = [sim_run(with_believed_friction(cfg, f), sc, out / sc / name, compensation="lugre_adaptive",
-                       duration_s=None, seed=seed, plot=False)["rms_error_rad"]
-               for name, f in (("true", cfg.plant.friction), ("identified", identified))]
-        result[sc] = (rms[0], rms[1])
-    return result
+    sets = (("true", cfg.plant.friction), ("identified", identified))
+    runs = [SimRun(with_believed_friction(cfg, f), sc, out / sc / name, "lugre_adaptive", None, seed)
+            for sc in scenarios for name, f in sets]
+    rms = [s["rms_error_rad"] for s in run_sims(runs, spec)]
+    return {sc: (rms[2 * i], rms[2 * i + 1]) for i, sc in enumerate(scenarios)}
 
 
 def random_plant(cfg: Config, rng: random.Random, m: float) -> Config:
@@ -191,17 +191,19 @@ def random_plant(cfg: Config, rng: random.Random, m: float) -> Config:
 
 
 def monte_carlo(cfg: Config, n: int, m: float, out: Path, seed: int, modes, scenarios,
-                duration_s: float) -> dict[str, Any]:
+                duration_s: float, spec: ExecutorSpec | None = None) -> dict[str, Any]:
     rng = random.Random(seed)
+    case_cfgs = [random_plant(cfg, rng, m) for _ in range(n)]  # drawn in order: same plants for any executor
+    runs = [SimRun(case_cfg, sc, out / f"mc{i}" / sc / mode, mode, duration_s, seed + i)
+            for i, case_cfg in enumerate(case_cfgs) for sc in scenarios for mode in modes]
+    summaries = iter(run_sims(runs, spec))
     cases = []
-    for i in range(n):
-        case_cfg = random_plant(cfg, rng, m)
+    for i, case_cfg in enumerate(case_cfgs):
         p = case_cfg.plant.friction
         row: dict[str, Any] = {"Fc": p.Fc, "Fs": p.Fs, "vs": p.vs}
         for sc in scenarios:
             for mode in modes:
-                s = sim_run(case_cfg, sc, out / f"mc{i}" / sc / mode, compensation=mode,
-                            duration_s=duration_s, seed=seed + i, plot=False)
+                s = next(summaries)
                 row[f"{sc}/{mode}"] = s["rms_error_rad"]
                 row[f"{sc}/{mode}/faults"] = len(s["faults"])
         cases.append(row)
@@ -235,7 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--monte-carlo", type=int, default=0, metavar="N")
     parser.add_argument("--mc-duration", type=float, default=4.0, help="seconds per Monte Carlo run")
     parser.add_argument("--out", default="bench-out")
+    add_executor_arguments(parser)
     args = parser.parse_args(argv)
+    spec = spec_from_args(args)
+    t_start = time.perf_counter()
     cfg = load_config(resolve_config_path(args.config))
     scenarios = [s for s in args.scenarios.split(",") if s]
     modes = [m for m in args.modes.split(",") if m]
@@ -248,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     tty = sys.stderr.isatty()
     results = run_matrix(bench_cfg, scenarios, modes, out, args.seed, args.duration_scale,
                          progress=lambda s: tty and print(f"\r  running {s:<30}", end="",
-                                                          file=sys.stderr, flush=True))
+                                                          file=sys.stderr, flush=True), spec=spec)
     if tty:
         print("\r" + " " * 45 + "\r", end="", file=sys.stderr)
     print(format_table(results))
@@ -260,13 +265,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Monte Carlo: {args.monte_carlo} randomized plants (BRIEF §5), ±{args.mismatch:.0%} mismatch")
         mc = monte_carlo(cfg, args.monte_carlo, args.mismatch, out / "mc", args.seed,
                          modes, [s for s in ("creep", "reversal") if s in scenarios] or ["creep"],
-                         args.mc_duration)
+                         args.mc_duration, spec)
         for key, val in mc.items():
             if key != "cases":
                 print(f"  {key:<28} median {val['median_ratio_to_off']:.3f}× off   worst "
                       f"{val['worst_ratio_to_off']:.3f}× off   worse than off in "
                       f"{val['cases_worse_than_off']}/{args.monte_carlo}   faults {val['faults']}")
         report["monte_carlo"] = mc
+    # what depends on the machine and the executor lives under "timing" alone: the rest of the
+    # file is the same for any --jobs or --cluster
+    per_run = {}
+    for sc, per_mode in results.items():
+        for mode, summary in per_mode.items():
+            per_mode[mode], per_run[f"{sc}/{mode}"] = split_timing(summary)
+    report["timing"] = {"executor": spec.description, "wall_s": time.perf_counter() - t_start,
+                        "runs": per_run}
     (out / "results.json").write_text(json.dumps(report, indent=2, default=str))
     print(f"plot: {png}; results: {out / 'results.json'}")
     return 0
