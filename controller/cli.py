@@ -358,6 +358,10 @@ def cmd_identify(args: argparse.Namespace) -> int:
             clock = SimClock()
             backend = SimBackend(cfg, clock, seed=args.seed)
         else:
+            from .rt import realtime_setup
+
+            for message in realtime_setup(cfg.loop):
+                print(f"frictionctl: {message}", file=sys.stderr)
             clock = RealClock(cfg.loop.spin_s)
             backend = backend_class(args.backend).from_config(cfg, clock)
         stop = threading.Event()
