@@ -197,8 +197,11 @@ class SafetyConfig:
     standstill_window_rad: float = 0.002  # reference at rest: |pos − ref| must stay within [rad]
     standstill_after_s: float = 0.5  # reference at rest this long before the window applies [s]
     stale_ticks: int = 5  # no new feedback sample for this many ticks => fault
-    stop_ramp_s: float = 0.05  # safe stop: torque ramped to zero over this time [s]
+    stop_ramp_s: float = 0.05  # SS1: time to decelerate to standstill (bounded by stop_decel) [s]
     max_temperature_c: float = math.inf  # [°C]
+    # SS1 deceleration bound [rad/s²]; null: 0.5·torque_limit_nm / controller.J (controller/stop.py)
+    stop_decel_rad_s2: Optional[float] = None
+    hold_s: float = 0.0  # controlled hold: standstill held this long before the disable [s]
 
     def __post_init__(self) -> None:
         # Documented ranges (README, configuration reference): every limit finite — a safety
@@ -209,6 +212,12 @@ class SafetyConfig:
                                                                        or value > 0),
                     name, f"must be finite and in {'[' if name in _MAY_BE_ZERO else '('}{low:g}, "
                           f"{high:g}], got {value}")
+        require(math.isfinite(self.hold_s) and 0 <= self.hold_s <= 600, "hold_s",
+                f"must be finite and in [0, 600] s, got {self.hold_s}")
+        if self.stop_decel_rad_s2 is not None:
+            require(math.isfinite(self.stop_decel_rad_s2) and self.stop_decel_rad_s2 > 0,
+                    "stop_decel_rad_s2", f"must be finite and > 0 (or null: the rule), "
+                                         f"got {self.stop_decel_rad_s2}")
         require(isinstance(self.stale_ticks, int) and 1 <= self.stale_ticks <= MAX_STALE_TICKS,
                 "stale_ticks", f"must be 1..{MAX_STALE_TICKS}, got {self.stale_ticks}")
         require(not math.isnan(self.max_temperature_c) and -40 < self.max_temperature_c,

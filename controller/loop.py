@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from drivers.backend import Backend, Clock, DriveState
+from drivers.backend import Backend, Clock, DriveState, Feedback
 from drivers.errors import FrictionctlError
 
 from .compensation import Compensator, TickSignals, make_compensator
@@ -30,6 +30,7 @@ from .config import Config
 from .control_law import ControlLaw
 from .reference import Reference
 from .safety import FaultKind, SafetyMonitor
+from .stop import SafeStop, StopPhase
 from .velocity import VelocityEstimator
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ LOG_COLUMNS: tuple[tuple[str, str], ...] = (
     ("saturated", "-"), ("reidentify", "-"), ("drive_vel_rad_s", "rad/s"), ("payload_kg", "kg"),
     ("ff_param_step_nm", "N·m"), ("fallback", "-"),
     ("learned_nm", "N·m"),  # feedforward learned from the residual (DOB term + learned table)
+    ("stop_phase", "StopPhase"),  # 0 run, 1 SS1 deceleration, 2 hold, 3 STO, 4 disabled
 )
 COLUMN_NAMES = tuple(name for name, _ in LOG_COLUMNS)
 
@@ -115,6 +117,7 @@ class ControlLoop:
         self.velocity = VelocityEstimator(cfg.controller.velocity.source,
                                           cfg.controller.velocity.cutoff_hz)
         self.safety = SafetyMonitor(cfg.safety, cfg.loop.overrun, self.dt_s, cfg.controller.Kt)
+        self._stop = SafeStop(cfg)
         self.status = LoopStatus()
         self._stop_request = ""
         self._sig = TickSignals()
@@ -166,7 +169,6 @@ class ControlLoop:
         velocity, reference, sink, status = self.velocity, self.reference, self.log_sink, self.status
         dt = self.dt_s
         n_run = int(round(self.duration_s / dt))
-        ramp_ticks = max(1, int(round(cfg.safety.stop_ramp_s / dt)))
         temperature_default = cfg.plant.temperature_c
         real = not clock.simulated
         perf = time.perf_counter
@@ -182,8 +184,8 @@ class ControlLoop:
         t0 = clock.now() + dt
         progress_every = max(1, int(round(1.0 / dt)))
         u_last = 0.0
-        u_stop = 0.0  # the command when the safe stop began: the ramp starts there
         stopping_at = -1  # tick at which the safe stop began
+        stop = self._stop  # the stop plan (category, deceleration reference, end)
         stop_reason = "completed"
         k = 0
         while True:
@@ -245,17 +247,19 @@ class ControlLoop:
                 stopping_at = k
                 stop_reason = f"fault: {safety.fault.name}: {safety.message}"
             if stopping_at >= 0:
-                # safe stop: a linear ramp from the command at the stop to zero, then disable;
-                # at once if the drive can no longer be trusted with it
+                # the stop of its category (controller/stop.py): STO at once; SS1 / hold under
+                # closed-loop control along a bounded deceleration, escalated to STO when the
+                # axis speeds up or the feedback can no longer be trusted
                 if k == stopping_at:
-                    u_stop = u_last if math.isfinite(u_last) else 0.0
-                j = k - stopping_at + 1
-                u = u_stop * max(0.0, 1.0 - j / ramp_ticks)
-                ff = 0.0
-                if fb is None or fb.state is DriveState.FAULT or fb.fault_code or pos != pos:
+                    stop.begin(safety.fault, fb, pos, vel, pos_ref, vel_ref, u_last, t_ref)
+                    self.pid = stop.law.pid
+                    if stop_reason == "completed" and safety.fault:
+                        stop_reason = f"fault: {safety.fault.name}: {safety.message}"
+                u, pos_ref, vel_ref, acc_ref = stop.step(fb, pos, vel, t_ref, sig, dt)
+                u = safety.clamp(u)
+                ff = stop.law.ff_nm
+                if stop.torque_off and backend.enabled:
                     backend.safe_stop()
-                if stop_reason == "completed" and safety.fault:
-                    stop_reason = f"fault: {safety.fault.name}: {safety.message}"
             compute_us = (perf() - c0) * 1e6
             # write
             if backend.enabled:
@@ -283,7 +287,7 @@ class ControlLoop:
                 except Exception as err:  # noqa: BLE001
                     safety.trip(FaultKind.LOG_OVERFLOW, f"log: {type(err).__name__}: {err}", t_ref)
                     if stopping_at < 0:
-                        stopping_at = k + 1  # this tick's command is out: the ramp starts next
+                        stopping_at = k + 1  # this tick's command is out: the stop starts next
                         stop_reason = f"fault: LOG_OVERFLOW: {err}"
             if real:  # the status line runs on the real clock only
                 status.tick = k
@@ -297,9 +301,12 @@ class ControlLoop:
             if progress is not None and k % progress_every == 0:
                 progress(t_ref, self.duration_s)
             k += 1
-            if stopping_at >= 0 and (k - stopping_at >= ramp_ticks or not backend.enabled):
+            if stopping_at >= 0 and (stop.finished or not backend.enabled):
                 self._k = k
                 backend.disable()
+                stop.phase = StopPhase.DISABLED
+                if sink is not None:  # the disable is a row of its own: what the drive reports
+                    self._log_disable(sink, k * dt, pos, vel, pos_ref, vel_ref, fb, f_true)
                 return stop_reason
 
     def _row(self, t, pos, vel, pos_ref, vel_ref, acc_ref, fb, u, ff, late_us, compute_us, overrun,
@@ -318,5 +325,20 @@ class ControlLoop:
             1.0 if overrun else 0.0, float(self.safety.fault), state, seq, temp,
             1.0 if pid.saturated else 0.0, 1.0 if comp.reidentify else 0.0, drive_vel,
             self._sig.payload_kg, comp.param_step_nm, 1.0 if comp.fallback else 0.0,
-            comp.learned_nm,
+            comp.learned_nm, float(self._stop.phase),
         )
+
+    def _log_disable(self, sink: LogSink, t: float, pos: float, vel: float, pos_ref: float,
+                     vel_ref: float, fb: Feedback | None, f_true: float) -> None:
+        """One row after the disable: zero command, the last measurements, and the drive's
+        state as it now reports it."""
+        backend = self.backend
+        # still enabled here = the drive did not confirm the disable
+        state = DriveState.ENABLED if backend.enabled else DriveState.DISABLED
+        row = list(self._row(t, pos, vel, pos_ref, vel_ref, 0.0, fb, 0.0, 0.0, 0.0, 0.0, False,
+                             f_true))
+        row[COLUMN_NAMES.index("drive_state")] = float(state)
+        try:
+            sink.append(tuple(row))
+        except Exception as err:  # noqa: BLE001 - the run is over: the log's own fault is moot
+            log.warning("log: the disable row was not written: %s", err)

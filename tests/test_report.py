@@ -145,8 +145,8 @@ def test_schedule_change_marker_and_true_fc_step(ref_cfg, tmp_path):
 
 def test_stop_phase_column_and_linear_units_from_the_header(tmp_path):
     n = 400
-    rows = np.zeros((n, len(COLUMN_NAMES) + 1))
-    cols = COLUMN_NAMES + ("stop_phase",)
+    cols = COLUMN_NAMES if "stop_phase" in COLUMN_NAMES else COLUMN_NAMES + ("stop_phase",)
+    rows = np.zeros((n, len(cols)))
     j = {c: i for i, c in enumerate(cols)}
     rows[:, j["t_s"]] = np.arange(n) * 1e-3
     rows[:, j["pos_ref_rad"]] = rows[:, j["t_s"]] * 1e-3
