@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 from drivers.errors import FrictionctlError
 
-from .executor import add_executor_arguments, int_argument
+from .executor import add_executor_arguments, int_argument, spec_from_args
 from .schema import ConfigError
 
 DEFAULT_CONFIG = "turntable"
@@ -314,7 +314,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from hil.capture import CAPTURE_SUFFIXES
     from hil.replay import ReplayTask, batch_out_dirs, format_batch, replay_task
 
-    from .executor import run_map, spec_from_args
+    from .executor import run_map
     from .runner import print_summary
 
     params = _params_file(args.params) if args.params else None
@@ -358,6 +358,10 @@ def cmd_identify(args: argparse.Namespace) -> int:
             clock = SimClock()
             backend = SimBackend(cfg, clock, seed=args.seed)
         else:
+            from .rt import realtime_setup
+
+            for message in realtime_setup(cfg.loop):
+                print(f"frictionctl: {message}", file=sys.stderr)
             clock = RealClock(cfg.loop.spin_s)
             backend = backend_class(args.backend).from_config(cfg, clock)
         stop = threading.Event()
@@ -388,7 +392,8 @@ def cmd_identify(args: argparse.Namespace) -> int:
 
         if args.backend != "sim" and not args.from_log:
             raise UsageError("--check compares against the simulated plant's truth: --backend sim")
-        for sc, (true_rms, ident_rms) in identified_vs_true(cfg, p, out / "check").items():
+        checks = identified_vs_true(cfg, p, out / "check", spec=spec_from_args(args))
+        for sc, (true_rms, ident_rms) in checks.items():
             print(f"check {sc}: lugre_adaptive rms {ident_rms * 1e6:.3f} µrad with the identified set, "
                   f"{true_rms * 1e6:.3f} with the true set: ratio {ident_rms / true_rms:.3f} (goal <= 1.3)")
     return 0
@@ -568,6 +573,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fit the Stribeck curve from a recorded run log instead of running experiments")
     p.add_argument("--check", action="store_true",
                    help="sim: compare lugre_adaptive with the identified set against the true set")
+    add_executor_arguments(p)  # where the --check runs go
 
     p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation, log, replay)")
     p.add_argument("which", choices=sorted(BENCHMARKS), help="which benchmark")

@@ -523,6 +523,8 @@ def _parse_header(blob: bytes, name: str) -> tuple[dict[str, Any], int]:
         meta = json.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
         raise bad(off + 4, f"header is not UTF-8 JSON: {err}") from err
+    except RecursionError:  # a crafted header nested thousands deep: garbage, not a crash
+        raise bad(off + 4, "header JSON nested too deep") from None
     ok = (
         isinstance(meta, dict)
         and meta.get("format") == FORMAT_VERSION

@@ -46,6 +46,7 @@ class Session:
     compensation: str | None = None
     extra_header: dict[str, Any] | None = None
     truth: Callable[[], float] | None = None  # the plant's true friction (sim/HIL only)
+    law: Any = None  # another control law for the loop (identification experiments)
 
 
 def versions() -> dict[str, str]:
@@ -173,7 +174,7 @@ def run_session(cfg: Config, s: Session, out_dir: Path, *, plot: bool = True,
                           wait_when_full_s=math.inf if s.clock.simulated else 0.0)
     loop = ControlLoop(cfg, s.backend, s.clock, s.reference, s.duration_s,
                        compensator=compensator, log_sink=writer, progress=progress,
-                       truth=s.truth)
+                       truth=s.truth, law=s.law)
     helper = on_loop(loop) if on_loop else None
     try:
         with _SignalStop(loop):

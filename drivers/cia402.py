@@ -210,6 +210,7 @@ class _Inbox(can.Listener):
         self.hb_state: Optional[int] = None
         self.hb_monotonic_s = -math.inf
         self.error_frames = 0
+        self.remote_frames = 0
         self.last_error_frame = ""
         self.bus_off = False
 
@@ -221,6 +222,9 @@ class _Inbox(can.Listener):
                 self.bus_off = True
             elif msg.arbitration_id & CAN_ERR_RESTARTED:
                 self.bus_off = False
+            return
+        if msg.is_remote_frame:  # e.g. node guarding on 0x700+id: asks, carries nothing to file
+            self.remote_frames += 1
             return
         cid = msg.arbitration_id
         if cid == self._tpdo1 or cid == self._tpdo2:
@@ -236,7 +240,7 @@ class _Inbox(can.Listener):
                     self._cond.notify_all()
         elif cid == self._emcy_id:
             self.emcy.append(bytes(msg.data))
-        elif cid == self._hb_id and msg.dlc >= 1:
+        elif cid == self._hb_id and len(msg.data) >= 1:
             with self._cond:
                 self.hb_state = msg.data[0] & 0x7F
                 self.hb_monotonic_s = time.monotonic()

@@ -158,7 +158,10 @@ SW_INTERNAL_LIMIT: Final = 1 << 11
 
 
 def decode_statusword(statusword: int) -> PowerState:
-    """The power state a statusword reports. ProtocolError if it matches no state."""
+    """The power state a statusword reports. ProtocolError if it matches no state or is not
+    an unsigned 16-bit value."""
+    if not 0 <= statusword <= 0xFFFF:
+        raise ProtocolError(f"statusword {statusword}: not an unsigned 16-bit value")
     for mask, value, state in STATUSWORD_STATES:
         if statusword & mask == value:
             return state
@@ -546,8 +549,14 @@ PDO_RTR_NOT_ALLOWED: Final = 1 << 30
 
 
 def decode_mapping_entry(entry: int) -> tuple[int, int, int]:
-    """A mapping entry u32 → (index, subindex, bit length)."""
-    return entry >> 16 & 0xFFFF, entry >> 8 & 0xFF, entry & 0xFF
+    """A mapping entry u32 → (index, subindex, bit length). ProtocolError outside u32 or for a
+    bit length of 0 or over 64 (no CiA 402 object maps so)."""
+    if not 0 <= entry <= 0xFFFFFFFF:
+        raise ProtocolError(f"PDO mapping entry {entry}: not an unsigned 32-bit value")
+    bits = entry & 0xFF
+    if not 1 <= bits <= 64:
+        raise ProtocolError(f"PDO mapping entry 0x{entry:08X}: bit length {bits} (1..64)")
+    return entry >> 16 & 0xFFFF, entry >> 8 & 0xFF, bits
 
 
 # --- units --------------------------------------------------------------------------------------

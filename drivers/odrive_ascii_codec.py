@@ -17,6 +17,7 @@ a wrong checksum makes the drive ignore the line; with a right one the reply car
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import reduce
@@ -162,7 +163,10 @@ def parse_float(text: str, what: str = "value", fixed: bool = False) -> float:
     if not (_FIXED if fixed else _NUMBER).fullmatch(raw):
         shape = "a %f number" if fixed else "a number"
         raise ProtocolError(f"reply {text!r}: {what} is not {shape}")
-    return float(raw)
+    value = float(raw)
+    if not math.isfinite(value):  # a 320-digit "number" overflows to inf: garbage, not a value
+        raise ProtocolError(f"reply {text[:40]!r}…: {what} out of range ({len(text)} characters)")
+    return value
 
 
 def parse_int(text: str, what: str = "value") -> int:

@@ -28,7 +28,9 @@ Resolution: position is a float32 in turns — 2^-24 turn (one count of a 24-bit
 State: from the heartbeat. Axis error (or a sub-component error flag) → FAULT with the code and
 the decoded text; a state other than CLOSED_LOOP_CONTROL while enabled → FAULT; no heartbeat for
 ``heartbeat_timeout_s`` (wall time) → FAULT. Error frames on the bus are counted
-(``error_frames``) and logged; they do not fault the backend by themselves.
+(``error_frames``) and logged; they do not fault the backend by themselves, except bus-off
+(the controller has left the bus: nothing is sent or received any more) → FAULT, latched
+until the backend is reopened.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from typing import Callable
 import can
 
 from .backend import Backend, Clock, DriveState, Feedback
+from .cia402_protocol import CAN_ERR_BUSOFF, describe_error_frame  # SocketCAN error classes
 from .errors import BackendError, CommunicationError, EnableError, ProtocolError
 from .odrive_codec import (MAX_NODE_ID, AxisState, Cmd, ControlMode, EncoderEstimates, Frame,
                            Heartbeat, InputMode, Iq, decode_encoder_estimates, decode_heartbeat,
@@ -165,6 +168,7 @@ class ODriveCanBackend(Backend):
         self._opened_at = self._link_time()
         self.error_frames = 0
         self.rejected_frames = 0
+        self.bus_off = False
 
     @property
     def last_heartbeat(self) -> Heartbeat | None:
@@ -282,6 +286,8 @@ class ODriveCanBackend(Backend):
         return self._link_time() - self._heartbeat_at <= self.heartbeat_timeout_s
 
     def _state(self) -> tuple[DriveState, int, str]:
+        if self.bus_off:
+            return DriveState.FAULT, 0, f"CAN bus off on {self.channel!r} (error frame)"
         hb = self._heartbeat
         if hb is None:
             waited = self._link_time() - self._opened_at
@@ -335,7 +341,10 @@ class ODriveCanBackend(Backend):
     def _handle(self, msg: can.Message) -> None:
         if msg.is_error_frame:
             self.error_frames += 1
-            log.warning("%s: error frame on %s (%d so far)", self.name, self.channel, self.error_frames)
+            if msg.arbitration_id & CAN_ERR_BUSOFF:
+                self.bus_off = True
+            log.warning("%s: error frame on %s: %s (%d so far)", self.name, self.channel,
+                        describe_error_frame(msg.arbitration_id), self.error_frames)
             return
         if msg.is_extended_id or msg.arbitration_id >> 5 != self.node_id:
             return

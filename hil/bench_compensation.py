@@ -31,16 +31,19 @@ import json
 import math
 import random
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from controller.config import Config, load_config, resolve_config_path
+from controller.executor import ExecutorSpec, add_executor_arguments, run_map, spec_from_args
 from controller.friction import DirectionalParams, FrictionParams, LuGreParams
 from controller.report import plot_comparison  # noqa: F401 - re-exported: the figure lives in report
 
 from .scenarios import sim_run
+from .sim_batch import SimRun, run_sims
 
 MODES = ("off", "coulomb", "stribeck", "lugre", "lugre_adaptive", "oracle")
 SCENARIOS = ("creep", "reversal", "step", "drift", "schedule")
@@ -133,15 +136,14 @@ def with_believed_friction(cfg: Config, friction: FrictionParams) -> Config:
 
 
 def identified_vs_true(cfg: Config, identified: FrictionParams, out: Path,
-                       scenarios=("creep", "reversal", "step"), seed: int = 1) -> dict[str, tuple[float, float]]:
+                       scenarios=("creep", "reversal", "step"), seed: int = 1,
+                       spec: ExecutorSpec | None = None) -> dict[str, tuple[float, float]]:
     """rms error of lugre_adaptive with the identified set and with the plant's true set."""
-    result = {}
-    for sc in scenarios:
-        rms = [sim_run(with_believed_friction(cfg, f), sc, out / sc / name, compensation="lugre_adaptive",
-                       duration_s=None, seed=seed, plot=False)["rms_error_rad"]
-               for name, f in (("true", cfg.plant.friction), ("identified", identified))]
-        result[sc] = (rms[0], rms[1])
-    return result
+    sets = (("true", cfg.plant.friction), ("identified", identified))
+    runs = [SimRun(with_believed_friction(cfg, f), sc, out / sc / name, "lugre_adaptive", None, seed)
+            for sc in scenarios for name, f in sets]
+    rms = [s["rms_error_rad"] for s in run_sims(runs, spec)]
+    return {sc: (rms[2 * i], rms[2 * i + 1]) for i, sc in enumerate(scenarios)}
 
 
 # --- the map: tasks and run_one ------------------------------------------------------------------
@@ -370,29 +372,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration-scale", type=float, default=1.0,
                         help="scales the durations (creep 10 s, reversal 8 s, scan 40 s)")
     parser.add_argument("--monte-carlo", type=int, default=10, metavar="N")
+    parser.add_argument("--scenarios", default=",".join(GOAL_SCENARIOS),
+                        help=f"comma list (default: {','.join(GOAL_SCENARIOS)})")
+    parser.add_argument("--cases", default="",
+                        help="comma list of case names to run (default: every case)")
     parser.add_argument("--out", default="bench-out")
+    add_executor_arguments(parser)
     args = parser.parse_args(argv)
+    spec = spec_from_args(args)
+    t_start = time.perf_counter()
     cfg = load_config(resolve_config_path(args.config))
     modes = tuple(m for m in args.modes.split(",") if m)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cases = build_cases(cfg, args.mismatch, args.kt_mismatch, args.monte_carlo, args.seed)
-    tasks = build_tasks(cases, out, args.seed, args.duration_scale, modes)
-    print(f"{len(cases)} cases × {len(GOAL_SCENARIOS)} scenarios × {len(modes)} modes = "
-          f"{len(tasks)} runs; seed {args.seed}", flush=True)
-    tty = sys.stderr.isatty()
-    results = []
-    for i, r in enumerate(map(run_one, tasks)):  # the plain map (an executor can replace it)
-        results.append(r)
-        if tty:
-            print(f"\r  {i + 1}/{len(tasks)}", end="", file=sys.stderr, flush=True)
-    if tty:
-        print("\r" + " " * 20 + "\r", end="", file=sys.stderr)
+    if args.cases:
+        wanted = set(args.cases.split(","))
+        unknown = wanted - {name for name, _, _ in cases}
+        if unknown:
+            parser.error(f"--cases: no such case: {', '.join(sorted(unknown))}")
+        cases = [c for c in cases if c[0] in wanted]
+    scenarios = tuple(x for x in args.scenarios.split(",") if x)
+    tasks = build_tasks(cases, out, args.seed, args.duration_scale, modes, scenarios)
+    print(f"{len(cases)} cases × {len(scenarios)} scenarios × {len(modes)} modes = "
+          f"{len(tasks)} runs; seed {args.seed}; {spec.description}", flush=True)
+    results = run_map(run_one, tasks, spec)  # in task order whatever the executor
     print(format_results(cases, results))
-    for line in goal_report(cases, results):
-        print(line)
+    if set(BENCH_MODES) <= set(modes) and set(GOAL_SCENARIOS) <= set(scenarios):
+        for line in goal_report(cases, results):
+            print(line)
+    else:
+        print(f"goal lines: need every mode ({','.join(BENCH_MODES)}) and scenario "
+              f"({','.join(GOAL_SCENARIOS)}); not printed for this subset")
     report = {"seed": args.seed, "mismatch": args.mismatch,
               "cases": {name: kind for name, kind, _ in cases}, "results": results}
+    # what depends on the machine and the executor lives under "timing" alone: the rest of the
+    # file is the same for any --jobs or --cluster
+    report["timing"] = {"executor": spec.description, "wall_s": time.perf_counter() - t_start}
     (out / "results.json").write_text(json.dumps(report, indent=2, default=str))
     print(f"results: {out / 'results.json'}")
     return 0

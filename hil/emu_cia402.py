@@ -45,6 +45,7 @@ from canopen.objectdictionary import ODVariable, import_od
 from canopen.sdo import SdoAbortedError
 
 from controller.config import PlantConfig
+from drivers.errors import ProtocolError
 from drivers.cia402 import minimal_object_dictionary
 from drivers.cia402_protocol import (
     AUTOMATIC_TRANSITIONS, CAN_ERR_PROT, MODE_CST, OD_CONSUMER_HEARTBEAT, OD_CONTROLWORD, OD_CURRENT_ACTUAL,
@@ -476,13 +477,16 @@ class Cia402Emulator:
         assert self.node is not None
         value = int.from_bytes(data, "little")
         if subindex == 0:
-            bits = sum(decode_mapping_entry(self._read_u(index, k))[2] for k in range(1, value + 1))
+            bits = sum(self._read_u(index, k) & 0xFF for k in range(1, value + 1))
             if bits > 64:
                 raise SdoAbortedError(_SDO_ABORT_PDO_TOO_LONG)
             return
         if value == 0:
             return
-        obj_index, obj_sub, bits = decode_mapping_entry(value)
+        try:
+            obj_index, obj_sub, bits = decode_mapping_entry(value)
+        except ProtocolError:
+            raise SdoAbortedError(_SDO_ABORT_NOT_MAPPABLE) from None
         var = self.node.object_dictionary.get_variable(obj_index, obj_sub)
         if var is None or not var.pdo_mappable or len(var) != bits or bits % 8:
             raise SdoAbortedError(_SDO_ABORT_NOT_MAPPABLE)
@@ -511,7 +515,8 @@ class Cia402Emulator:
                     continue
                 entries = []
                 for k in range(1, self._read_u(mapping + n, 0) + 1):
-                    obj_index, obj_sub, _bits = decode_mapping_entry(self._read_u(mapping + n, k))
+                    entry = self._read_u(mapping + n, k)
+                    obj_index, obj_sub = entry >> 16 & 0xFFFF, entry >> 8 & 0xFF
                     var = od.get_variable(obj_index, obj_sub)
                     if var is None or var.data_type not in ODVariable.STRUCT_TYPES:
                         log.warning("emulated drive %d: 0x%04X maps 0x%04X:%02X, which it cannot "

@@ -281,7 +281,7 @@ class ODriveAsciiEmulator(ODriveEmulatorBase):
         if len(words) < 3:
             return "invalid command format"
         try:
-            torque = float(words[2])
+            torque = _finite(words[2])  # `c 0 nan` is refused as a real drive's parser does
         except ValueError:
             return "invalid command format"
 

@@ -130,10 +130,11 @@ class ODriveCanEmulator(ODriveEmulatorBase):
         """Expire the drive watchdog now (as if the host had gone silent)."""
         self.inject_axis_error(AxisError.WATCHDOG_TIMER_EXPIRED)
 
-    def send_error_frame(self) -> None:
-        """Put one CAN error frame on the bus."""
+    def send_error_frame(self, error_class: int = 0) -> None:
+        """Put one CAN error frame on the bus (``error_class``: SocketCAN's CAN_ERR_* bits in the
+        id, e.g. 0x040 bus-off)."""
         with self._lock:
-            self._send_message(can.Message(is_error_frame=True, arbitration_id=0, dlc=0))
+            self._send_message(can.Message(is_error_frame=True, arbitration_id=error_class, dlc=0))
 
     def send_heartbeat(self) -> None:
         with self._lock:

@@ -290,6 +290,21 @@ def test_enable_run_p_controller_disable(backend, emulator, clock):
         backend.write(0.1)
 
 
+def test_node_guarding_rtr_does_not_kill_the_receive_thread(backend, emulator, clock, channel):
+    backend.open()
+    backend.enable()
+    with can.Bus(interface="virtual", channel=channel) as bus:
+        for cob_id in (0x700 + NODE, 0x180 + NODE, 0x280 + NODE, 0x80 + NODE):
+            bus.send(can.Message(arbitration_id=cob_id, is_remote_frame=True, dlc=1,
+                                 is_extended_id=False))
+        seq = backend.read().sequence
+        for _ in range(20):
+            fb = _tick(backend, clock, 0.0)
+        assert fb.state is DriveState.ENABLED and fb.sequence > seq  # frames still filed
+    backend.close()  # does not raise: the Notifier thread is alive
+    assert emulator.state is not PowerState.OPERATION_ENABLED
+
+
 def test_close_leaves_the_drive_not_enabled(backend, emulator, clock):
     backend.open()
     backend.enable()

@@ -85,15 +85,61 @@ def test_replay_of_many_logs_is_identical_for_jobs_1_and_2(two_logs, tmp_path, c
     assert "2 local processes" in capsys.readouterr().out
 
 
-def test_replay_on_a_local_dask_cluster_equals_in_process(two_logs, tmp_path):
+@pytest.fixture(scope="module")
+def dask_cluster():
+    """A local Dask cluster started by the test: one worker process-less, two threads."""
     distributed = pytest.importorskip("distributed", reason="dask[distributed] not installed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   dashboard_address=None) as cluster:
-        code = main(["replay", *map(str, two_logs), "--no-plot", "--cluster", cluster.scheduler_address,
-                     "--out", str(tmp_path / "dask")])
+        yield cluster.scheduler_address
+
+
+def test_replay_on_a_local_dask_cluster_equals_in_process(two_logs, tmp_path, dask_cluster):
+    code = main(["replay", *map(str, two_logs), "--no-plot", "--cluster", dask_cluster,
+                 "--out", str(tmp_path / "dask")])
     assert code == 0
     assert main(["replay", *map(str, two_logs), "--no-plot", "--out", str(tmp_path / "local")]) == 0
     assert _replayed(tmp_path / "dask") == _replayed(tmp_path / "local")
+
+
+BENCH = ["bench", "compensation", "--scenarios", "creep,reversal", "--modes", "off,lugre_adaptive",
+         "--duration-scale", "0.05", "--monte-carlo", "2", "--cases", "reference,mc0,mc1"]
+
+
+def _bench_results(out: Path, *executor: str) -> tuple[dict, dict]:
+    """(results.json without its timing key, the timing) of a small bench compensation run."""
+    assert main([*BENCH, "--out", str(out), *executor]) == 0
+    report = json.loads((out / "results.json").read_text())
+    return report, report.pop("timing")
+
+
+def test_bench_compensation_results_are_the_same_for_any_executor(tmp_path, capsys, dask_cluster):
+    out = tmp_path / "bench"  # the same folder each time: the logs' paths are part of the results
+    serial, t1 = _bench_results(out)
+    parallel, t2 = _bench_results(out, "--jobs", "2")
+    dask, t3 = _bench_results(out, "--cluster", dask_cluster)
+    assert serial == parallel == dask
+    assert [t["executor"] for t in (t1, t2, t3)] == ["in process", "2 local processes",
+                                                     f"dask cluster {dask_cluster}"]
+    runs = {(r["case"], r["scenario"], r["mode"]) for r in serial["results"]}
+    assert runs == {(c, sc, m) for c in ("reference", "mc0", "mc1") for sc in ("creep", "reversal")
+                    for m in ("off", "lugre_adaptive")}
+    assert all("wall_s" not in r for r in serial["results"])  # timing only under "timing"
+    assert all(r["rms_error_rad"] > 0 for r in serial["results"])
+
+
+def test_identification_check_runs_map_identically(tmp_path):
+    from controller.executor import ExecutorSpec
+    from hil.bench_compensation import identified_vs_true
+
+    cfg = reference_config()
+    p = cfg.plant.friction
+    wrong = p.scaled(Fc=1.3) if hasattr(p, "scaled") else p
+    args = (cfg, wrong, tmp_path / "check", ("creep", "step"))
+    serial = identified_vs_true(*args)
+    parallel = identified_vs_true(*args, spec=ExecutorSpec(jobs=2))
+    assert serial == parallel and set(serial) == {"creep", "step"}
+    assert all(ident != true for true, ident in serial.values())  # the sets really differ
 
 
 def test_cluster_without_dask_is_a_one_line_error(two_logs, tmp_path, capsys, monkeypatch):

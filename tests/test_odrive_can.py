@@ -404,6 +404,18 @@ def test_error_frame_is_counted_not_fatal(make_emu, make_backend) -> None:
         assert fb.state == DriveState.ENABLED and fb.sequence == before.sequence + 1
 
 
+def test_bus_off_error_frame_is_a_fault(make_emu, make_backend) -> None:
+    emu = make_emu()
+    backend = make_backend()
+    with backend:
+        backend.enable()
+        assert backend.read().state == DriveState.ENABLED
+        emu.send_error_frame(0x040)  # CAN_ERR_BUSOFF
+        fb = backend.read()
+        assert fb.state == DriveState.FAULT and "bus off" in fb.fault_text
+        assert backend.read().state == DriveState.FAULT  # latched until reopened
+
+
 def test_emulator_answers_rtr_and_dlc0_requests(make_emu, channel) -> None:
     make_emu()
     with can.Bus(interface="virtual", channel=channel) as bus:
