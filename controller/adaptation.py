@@ -16,6 +16,15 @@ import math
 from .estimation_config import AdaptationConfig
 
 
+def _require_resolved(cfg: AdaptationConfig) -> None:
+    missing = [name for name in ("gate_velocity_rad_s", "fc_min_nm", "fc_max_nm",
+                                 "rate_limit_nm_s", "drift_low_threshold_nm",
+                                 "drift_high_threshold_nm") if getattr(cfg, name) is None]
+    if missing:
+        raise ValueError(f"adaptation: {', '.join(missing)} not resolved "
+                         "(estimation_config.resolve_adaptation derives them from the set)")
+
+
 class SlidingGate:
     """Sliding direction with a settling time: ``step`` returns sgn(v) once |v| has stayed in
     [lo, hi) with one sign for ``holdoff_s``, else 0. Entering the band or reversing restarts the
@@ -67,6 +76,7 @@ class FcAdapter:
                  "_gain")
 
     def __init__(self, cfg: AdaptationConfig, fc_nominal_nm: float) -> None:
+        _require_resolved(cfg)
         self.cfg = cfg
         self.gate = SlidingGate(cfg.gate_velocity_rad_s, math.inf, cfg.reversal_holdoff_s)
         self.fc_nominal_nm = fc_nominal_nm
@@ -128,6 +138,7 @@ class DriftMonitor:
                  "evidence_s", "reidentify")
 
     def __init__(self, cfg: AdaptationConfig) -> None:
+        _require_resolved(cfg)
         self.cfg = cfg
         lo, hi = cfg.drift_low_band_vs
         self.low_gate = SlidingGate(lo, hi, cfg.reversal_holdoff_s)  # bounds set per step from vs

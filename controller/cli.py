@@ -28,7 +28,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (the usage itself is in --help)."""
 
     def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"frictionctl: error: {self.prog}: {message} (see --help)\n")
+        command = self.prog.removeprefix("frictionctl").strip()
+        where = f"{command}: " if command else ""
+        self.exit(2, f"frictionctl: error: {where}{message} (see --help)\n")
 
 
 def _duration(text: str) -> float:
@@ -126,6 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runner import Session, print_summary, run_session
 
     cfg = _load(args)
+    cfg.check_real_clock()
     scenario = cfg.scenario(args.scenario)
     duration = args.duration if args.duration is not None else scenario.duration_s
     for message in realtime_setup(cfg.loop):
@@ -355,6 +358,10 @@ def cmd_identify(args: argparse.Namespace) -> int:
             clock = SimClock()
             backend = SimBackend(cfg, clock, seed=args.seed)
         else:
+            from .rt import realtime_setup
+
+            for message in realtime_setup(cfg.loop):
+                print(f"frictionctl: {message}", file=sys.stderr)
             clock = RealClock(cfg.loop.spin_s)
             backend = backend_class(args.backend).from_config(cfg, clock)
         stop = threading.Event()
@@ -408,14 +415,74 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return module.main(args.rest)
 
 
+def _verbosity_options(p: argparse.ArgumentParser, default: object) -> None:
+    """-v/-q, on the top level and on every command (either place works)."""
+    p.add_argument("-v", "--verbose", action="count", default=default,
+                   help="more log lines (-v: info, -vv: debug)")
+    p.add_argument("-q", "--quiet", action="count", default=default,
+                   help="fewer log lines (-q: errors only)")
+
+
+def _package_version() -> str:
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        return version("frictionctl")
+    except PackageNotFoundError:  # running from a checkout that is not installed
+        from . import __version__
+
+        return __version__
+
+
+def setup_logging(verbose: int, quiet: int) -> None:
+    """Library log lines through one handler with the program's prefix, at the chosen level."""
+    import logging
+
+    level = {-1: logging.ERROR, 0: logging.WARNING, 1: logging.INFO}.get(
+        max(-1, min(verbose - quiet, 2)), logging.DEBUG)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("frictionctl: %(levelname)s: %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.captureWarnings(True)  # warnings.warn lines too, once each, through the handler
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    """``config show|write``: the shipped configs, as they are, to stdout or a new file."""
+    from .config import load_config, resolve_config_path, shipped_config_names
+
+    if args.action == "list":
+        for name in shipped_config_names():
+            print(name)
+        return 0
+    path = resolve_config_path(args.name)
+    load_config(path)  # a file that does not load is not shown as if it were a config
+    text = path.read_text(encoding="utf-8")
+    if args.action == "show":
+        sys.stdout.write(text)
+        return 0
+    target = Path(args.out or f"{Path(path).stem}.yaml")
+    if target.exists() and not args.force:
+        raise UsageError(f"{target}: exists (--force to overwrite)")
+    target.write_text(text, encoding="utf-8")
+    print(f"wrote {target}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="frictionctl", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="frictionctl",
+                     description="Friction compensation for precision turntables and stages: "
+                                 "simulation, HIL bench, real drives, replay and identification.")
+    parser.add_argument("--version", action="version", version=f"frictionctl {_package_version()}")
+    _verbosity_options(parser, 0)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_Parser)
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(fn=fn)
+        _verbosity_options(p, argparse.SUPPRESS)
         return p
 
     def common(p: argparse.ArgumentParser, out_default: str) -> None:
@@ -439,9 +506,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("run", cmd_run, "drive a real (or paced simulated) axis on the real clock")
     common(p, "run-out")
-    p.add_argument("--scenario", default="creep")
-    p.add_argument("--compensation", choices=modes, default=None)
-    p.add_argument("--duration", type=_duration, default=None)
+    p.add_argument("--scenario", required=True,
+                   help="scenario name from the config (required: a real axis moves only on "
+                        "purpose; a scenario with reference kind `hold` holds position)")
+    p.add_argument("--compensation", choices=modes, default=None,
+                   help="friction compensation mode (default: controller.compensation)")
+    p.add_argument("--duration", type=_duration, default=None,
+                   help="seconds (default: the scenario's)")
     p.add_argument("--capture", default=None, metavar="FILE",
                    help="record the drive link: CAN in a python-can format by extension (.log "
                         "candump, .asc, .blf, .csv; replay reads it), serial (odrive_ascii) as "
@@ -450,10 +521,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("hil", cmd_hil, "the real driver against its protocol-level emulator (HIL bench)")
     common(p, "hil-out")
-    p.add_argument("--protocol", required=True, choices=("cia402", "odrive_can", "odrive_ascii"))
-    p.add_argument("--scenario", default="creep")
-    p.add_argument("--compensation", choices=modes, default=None)
-    p.add_argument("--duration", type=_duration, default=None)
+    p.add_argument("--protocol", required=True, choices=("cia402", "odrive_can", "odrive_ascii"),
+                   help="the drive protocol: its real driver runs against its emulator")
+    p.add_argument("--scenario", default="creep", help="scenario name from the config (default: creep)")
+    p.add_argument("--compensation", choices=modes, default=None,
+                   help="friction compensation mode (default: controller.compensation)")
+    p.add_argument("--duration", type=_duration, default=None, help="seconds (default: the scenario's)")
     p.add_argument("--rate", type=float, default=None, help="loop rate [Hz] (default: loop.rate_hz)")
     p.add_argument("--realtime", action="store_true", help="real clock; the emulator follows wall time")
     p.add_argument("--process", action="store_true",
@@ -503,8 +576,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_executor_arguments(p)  # where the --check runs go
 
     p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation, log, replay)")
-    p.add_argument("which", choices=sorted(BENCHMARKS))
+    p.add_argument("which", choices=sorted(BENCHMARKS), help="which benchmark")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (--help)")
+
+    p = add("config", cmd_config, "the shipped configs: list them, show one, or write one out "
+                                  "to edit")
+    p.add_argument("action", choices=("list", "show", "write"), help="what to do")
+    p.add_argument("name", nargs="?", default=DEFAULT_CONFIG,
+                   help="shipped config name or a config file (default: turntable)")
+    p.add_argument("--out", default=None, help="write: target file (default: NAME.yaml here)")
+    p.add_argument("--force", action="store_true", help="write: overwrite an existing file")
 
     p = add("curves", cmd_curves, "open-loop friction curves of the simulated plant")
     common(p, "curves-out")
@@ -514,6 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    setup_logging(args.verbose, args.quiet)
     try:
         return args.fn(args)
     except (ConfigError, UsageError, FrictionctlError) as err:

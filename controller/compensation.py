@@ -63,6 +63,8 @@ class Compensator(abc.ABC):
         self.pid_gains: PIDGains | None = None  # scheduled gains (None: keep the configured)
         self.param_step_nm = 0.0  # feedforward change caused by a parameter switch this tick [N·m]
         self.fallback = False  # the observer was judged inconsistent: fallback feedforward
+        self.learned_nm = 0.0  # feedforward learned from the residual this tick [N·m]
+        self.reidentify_reason = ""  # why reidentify was raised
 
     def reset(self) -> None:
         """Forget state (on disable / re-enable)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 from .friction import DirectionalParams, FrictionParams, LuGreParams
-from .estimation_config import AdaptationConfig, ObserverConfig, ScheduleConfig
+from .estimation_config import AdaptationConfig, ObserverConfig, ScheduleConfig, check_anchored
 from .gains import PIDGains
 from .schema import ConfigError, load_yaml, parse, parse_dataclass, prefixed, register_parser, require
 
@@ -105,8 +105,8 @@ class PlantConfig:
     min_substeps: int = 4
 
     def __post_init__(self) -> None:
-        require(self.J > 0, "J", f"must be > 0, got {self.J}")
-        require(self.Kt > 0, "Kt", f"must be > 0, got {self.Kt}")
+        require(math.isfinite(self.J) and self.J > 0, "J", f"must be > 0 and finite, got {self.J}")
+        check_torque_constant(self.Kt)
         require(self.min_substeps >= 1, "min_substeps", f"must be >= 1, got {self.min_substeps}")
         last_t = -math.inf
         for i, (t, scale) in enumerate(self.fc_profile):
@@ -143,10 +143,12 @@ class ControllerConfig:
     schedule: Optional[ScheduleConfig] = None  # parameter sets blended by lugre_adaptive
 
     def __post_init__(self) -> None:
-        require(self.J > 0, "J", f"must be > 0, got {self.J}")
-        require(self.Kt > 0, "Kt", f"must be > 0, got {self.Kt}")
+        require(math.isfinite(self.J) and self.J > 0, "J", f"must be > 0 and finite, got {self.J}")
+        check_torque_constant(self.Kt)
         require(self.feedforward_v_eps >= 0, "feedforward_v_eps",
                f"must be >= 0, got {self.feedforward_v_eps}")
+        if self.schedule is not None:  # a schedule is anchored to the believed set
+            check_anchored(self.schedule, self.friction)
 
 
 # --- loop, safety, logging, drive ---------------------------------------------------------------
@@ -199,14 +201,42 @@ class SafetyConfig:
     max_temperature_c: float = math.inf  # [°C]
 
     def __post_init__(self) -> None:
-        for name in ("torque_limit_nm", "velocity_limit_rad_s", "following_error_floor_rad",
-                     "standstill_window_rad"):
-            require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
-        require(self.following_error_per_speed_s >= 0, "following_error_per_speed_s",
-               f"must be >= 0, got {self.following_error_per_speed_s}")
-        require(self.standstill_after_s >= 0, "standstill_after_s", f"must be >= 0, got {self.standstill_after_s}")
-        require(self.stale_ticks >= 1, "stale_ticks", f"must be >= 1, got {self.stale_ticks}")
-        require(self.stop_ramp_s >= 0, "stop_ramp_s", f"must be >= 0, got {self.stop_ramp_s}")
+        # Documented ranges (README, configuration reference): every limit finite — a safety
+        # limit of .inf is no limit — and inside what any turntable or stage could mean.
+        for name, low, high in SAFETY_RANGES:
+            value = getattr(self, name)
+            require(math.isfinite(value) and low <= value <= high and (low > 0 or name in _MAY_BE_ZERO
+                                                                       or value > 0),
+                    name, f"must be finite and in {'[' if name in _MAY_BE_ZERO else '('}{low:g}, "
+                          f"{high:g}], got {value}")
+        require(isinstance(self.stale_ticks, int) and 1 <= self.stale_ticks <= MAX_STALE_TICKS,
+                "stale_ticks", f"must be 1..{MAX_STALE_TICKS}, got {self.stale_ticks}")
+        require(not math.isnan(self.max_temperature_c) and -40 < self.max_temperature_c,
+                "max_temperature_c", f"must be > -40 °C (.inf: no temperature limit), "
+                                     f"got {self.max_temperature_c}")
+
+
+# (field, low, high) of each SafetyConfig limit; low is exclusive unless the field may be 0.
+SAFETY_RANGES: tuple[tuple[str, float, float], ...] = (
+    ("torque_limit_nm", 0.0, 1e4),
+    ("velocity_limit_rad_s", 0.0, 1e4),
+    ("following_error_floor_rad", 0.0, 10.0),
+    ("following_error_per_speed_s", 0.0, 10.0),
+    ("standstill_window_rad", 0.0, 10.0),
+    ("standstill_after_s", 0.0, 60.0),
+    ("stop_ramp_s", 0.0, 10.0),
+)
+_MAY_BE_ZERO = frozenset({"following_error_per_speed_s", "standstill_after_s", "stop_ramp_s"})
+MAX_STALE_TICKS = 1000
+# A torque (force) constant above this is a unit mistake (mN·m/A for N·m/A): the largest
+# direct-drive torque motors are a few tens of N·m/A.
+MAX_KT = 100.0
+
+
+def check_torque_constant(Kt: float) -> None:
+    require(math.isfinite(Kt) and 0 < Kt <= MAX_KT, "Kt",
+            f"must be > 0 and <= {MAX_KT:g} N·m/A, got {Kt}"
+            + (" (mN·m/A? the unit is N·m/A)" if Kt > MAX_KT else ""))
 
 
 @dataclass(frozen=True)
@@ -331,6 +361,26 @@ class Config:
     scenarios: dict[str, ScenarioConfig] = field(default_factory=dict)
     description: str = ""
 
+    def __post_init__(self) -> None:
+        # Against the loop period: stale feedback is detected within 1 s at most (the drive
+        # watchdog against the period is each driver's check; see also check_real_clock).
+        dt = self.loop.dt_s
+        stale_s = self.safety.stale_ticks * dt
+        require(self.safety.stale_ticks * dt <= 1.0, "safety.stale_ticks",
+                f"{self.safety.stale_ticks} ticks at {self.loop.rate_hz:g} Hz is {stale_s:g} s "
+                f"without feedback: must be <= 1 s")
+
+    def check_real_clock(self) -> None:
+        """Checks that only hold on the real clock (``run``, ``hil --realtime``): a receive wait
+        must end before the stale-feedback check fires (stale_ticks periods), or a lost answer
+        blocks the loop instead of being detected. (Lockstep runs wait on the wall clock for a
+        simulated period, so a long timeout there costs nothing.)"""
+        stale_s = self.safety.stale_ticks * self.loop.dt_s
+        if self.drive.protocol != "sim" and not self.drive.timeout_s < stale_s:
+            raise ConfigError("drive.timeout_s", f"must be shorter than safety.stale_ticks periods "
+                                                 f"({stale_s:g} s) on the real clock, got "
+                                                 f"{self.drive.timeout_s}")
+
     def scenario(self, name: str) -> ScenarioConfig:
         if name not in self.scenarios:
             known = ", ".join(sorted(self.scenarios)) or "none"
@@ -350,18 +400,29 @@ def load_config(path: str | Path) -> Config:
     return config_from_mapping(data)
 
 
+def shipped_config_dir() -> Path:
+    """The shipped YAML files: the ``configs`` folder installed beside this package (found by
+    path, never by ``import configs``, which a user's own ``configs`` package would shadow)."""
+    return Path(__file__).resolve().parent.parent / "configs"
+
+
+def shipped_config_names() -> list[str]:
+    return sorted(p.stem for p in shipped_config_dir().glob("*.yaml"))
+
+
 def resolve_config_path(name_or_path: str | Path) -> Path:
     """A path to an existing file, or the name of a shipped config (``turntable``)."""
     p = Path(name_or_path)
-    if p.exists():
+    if p.is_file():
         return p
-    import configs
-
-    shipped = configs.path(str(name_or_path))
-    if shipped.exists():
+    if p.is_dir():
+        raise ConfigError("", f"{p}: is a directory, not a config file")
+    name = str(name_or_path)
+    shipped = shipped_config_dir() / (name if name.endswith((".yaml", ".yml")) else f"{name}.yaml")
+    if "/" not in name and shipped.is_file():
         return shipped
     raise ConfigError("", f"{name_or_path}: no such file, and no shipped config of that name "
-                          f"(shipped: {', '.join(configs.names())})")
+                          f"(shipped: {', '.join(shipped_config_names())})")
 
 
 __all__ = [

@@ -14,6 +14,8 @@ from .pid import PID, inertia_feedforward
 class ControlLaw:
     """``u = PID(e) + F̂ + J·a_ref``. State: the PID and the compensator."""
 
+    done = False  # a law that ends the run early sets it (the loop then takes the normal end)
+
     def __init__(self, cfg: ControllerConfig, compensator: Compensator) -> None:
         self.pid = PID(cfg.pid)
         self.compensator = compensator

@@ -8,10 +8,10 @@ field comment; ``inf`` means "no limit". ``ControllerConfig`` holds them as ``ob
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Optional
 
-from .friction import FrictionParams
+from .friction import DirectionalParams, FrictionParams, LuGreParams
 from .gains import PIDGains
 from .schema import require
 
@@ -22,85 +22,181 @@ Correction = Literal["residual", "tracking_error", "none"]
 class ObserverConfig:
     """LuGre observer, momentum observer and containment (see :mod:`controller.observer`).
 
-    Rule for the gains: momentum_bandwidth_hz above the position-loop bandwidth and below the
-    noise; bandwidth_hz (the ẑ correction, L = 2π·bandwidth_hz/sigma0) between the position-loop
-    bandwidth and momentum_bandwidth_hz: faster than the mechanics, slower than the noise.
+    Every gain and threshold left ``None`` (``null`` in YAML) is derived from the believed
+    friction set, J and the PID tuning by the rule beside it (:func:`resolve_observer`); an
+    explicit value overrides the rule. f_p is the position-loop bandwidth of the PID
+    (:meth:`PIDGains.position_bandwidth_hz`: kd/(3J) of the triple-pole rule), Fc, vs, sigma0,
+    sigma1 are of the believed set (the mean of the two directions of a directional set).
     """
 
     correction: Correction = "residual"  # what corrects ẑ: measured-friction residual (momentum
     #   observer), the position tracking error (Canudas de Wit et al. 1995), or nothing
-    bandwidth_hz: float = 30.0  # residual correction ω_L/2π, ω_L = L·sigma0 [Hz]
-    momentum_bandwidth_hz: float = 100.0  # momentum observer bandwidth K/2π [Hz]
+    bandwidth_hz: Optional[float] = None  # residual correction ω_L/2π, ω_L = L·sigma0 [Hz];
+    #   rule: min(1.5·f_p, 0.1·sigma0/sigma1/2π) — above the position loop, and at most a tenth of
+    #   the bristle damping rate sigma0/sigma1 (the correction leaves the sigma1·dz/dt term out:
+    #   harmless only while ω_L << sigma0/sigma1, findings §2)
+    momentum_bandwidth_hz: Optional[float] = None  # momentum observer bandwidth K/2π [Hz];
+    #   rule: 5·f_p (faster than the mechanics, below the sensor noise band)
     tracking_gain_per_s: float = 20.0  # k in ẑ' = v − sigma0·|v|/g·ẑ − k·(θ − θ_ref) [1/s]
     velocity_source: Literal["encoder", "estimate"] = "encoder"  # velocity driving the estimation
     #   observer: the raw encoder difference (integrates exactly to the measured position, no
     #   filter lag) or the loop's filtered velocity estimate
     feedforward: Literal["reference", "estimate"] = "reference"  # feedforward from a second
     #   corrected model driven by the reference velocity (no measurement delay), or F̂ itself
-    clamp_margin_nm: float = 0.05  # |F̂| <= scale·Fs + sigma2·|v| + this [N·m]
-    residual_limit_nm: float = 0.1  # watchdog: |measured − estimated friction| above this is
-    #   inconsistent [N·m]
-    wrong_sign_velocity_rad_s: float = 0.03  # watchdog: sliding faster than this, F̂ must have
-    #   the sign of v [rad/s]
+    clamp_margin_nm: Optional[float] = None  # |F̂| <= scale·Fs + sigma2·|v| + this [N·m];
+    #   rule: 0.25·Fc
+    residual_limit_nm: Optional[float] = None  # watchdog: |measured − estimated friction| above
+    #   this is inconsistent [N·m]; rule: 0.5·Fc
+    wrong_sign_velocity_rad_s: Optional[float] = None  # watchdog: sliding faster than this, F̂
+    #   must have the sign of v [rad/s]; rule: 3·vs (outside the Stribeck region)
     watchdog_s: float = 0.2  # inconsistency accumulated this long => fallback [s]
     recover_s: float = 2.0  # consistent this long => leave fallback; inf = latch until reset [s]
     fallback: Literal["stribeck", "off"] = "stribeck"  # feedforward while contained: static
     #   Stribeck curve of the reference velocity, or none
     fade_s: float = 0.05  # crossfade between observer and fallback feedforward [s]
+    dob: bool = True  # disturbance-observer term: the dead-zoned, bounded, low-passed residual
+    #   added to the feedforward in transients (starts, reversals, accelerations), faded out in
+    #   steady sliding (where it would only pass current-sensor noise)
+    dob_bandwidth_hz: Optional[float] = None  # low-pass of the term [Hz]; rule: 20·f_p (4× the
+    #   momentum observer: smooths ticks only; measured, lower bandwidths cost creep and reversal)
+    dob_deadzone_nm: Optional[float] = None  # dead zone [N·m]; rule: 0.02·Fc
+    dob_limit_nm: Optional[float] = None  # |term| bound [N·m]; rule: 0.5·Fs
+    dob_steady_s: Optional[float] = None  # steady sliding this long (|a_ref| ≈ 0, |v_ref| >
+    #   0) => the term is faded out (over the same time) [s]; rule: 20/(2π·f_p) (20 position-loop
+    #   time constants: 0.16 s at 20 Hz)
 
     def __post_init__(self) -> None:
-        require(self.momentum_bandwidth_hz > 0, "momentum_bandwidth_hz",
-                f"must be > 0, got {self.momentum_bandwidth_hz}")
-        require(self.bandwidth_hz >= 0, "bandwidth_hz", f"must be >= 0, got {self.bandwidth_hz}")
-        if self.correction == "residual":
-            require(0 < self.bandwidth_hz < self.momentum_bandwidth_hz, "bandwidth_hz",
-                    f"must be in (0, momentum_bandwidth_hz = {self.momentum_bandwidth_hz}) for "
-                    f"residual correction (slower than the residual it acts on), got {self.bandwidth_hz}")
+        for name in ("momentum_bandwidth_hz", "clamp_margin_nm", "residual_limit_nm",
+                     "wrong_sign_velocity_rad_s", "dob_bandwidth_hz", "dob_limit_nm",
+                     "dob_steady_s"):
+            value = getattr(self, name)
+            require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
+        require(self.dob_deadzone_nm is None or self.dob_deadzone_nm >= 0, "dob_deadzone_nm",
+                f"must be >= 0 (or null: derived), got {self.dob_deadzone_nm}")
+        bw, mbw = self.bandwidth_hz, self.momentum_bandwidth_hz
+        require(bw is None or bw >= 0, "bandwidth_hz", f"must be >= 0, got {bw}")
+        if self.correction == "residual" and bw is not None:
+            require(bw > 0, "bandwidth_hz", f"must be > 0 for residual correction, got {bw}")
+            if mbw is not None:
+                require(bw < mbw, "bandwidth_hz",
+                        f"must be in (0, momentum_bandwidth_hz = {mbw}) for residual correction "
+                        f"(slower than the residual it acts on), got {bw}")
         require(self.tracking_gain_per_s >= 0, "tracking_gain_per_s",
                 f"must be >= 0, got {self.tracking_gain_per_s}")
-        for name in ("clamp_margin_nm", "residual_limit_nm", "wrong_sign_velocity_rad_s",
-                     "watchdog_s", "recover_s"):
+        for name in ("watchdog_s", "recover_s"):
             require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
         require(self.fade_s >= 0, "fade_s", f"must be >= 0, got {self.fade_s}")
 
     @property
     def correction_rate_per_s(self) -> float:
-        """ω_L = 2π·bandwidth_hz [rad/s]; the gain is L = ω_L/sigma0 [rad/(N·m·s)]."""
-        return 2.0 * math.pi * self.bandwidth_hz
+        """ω_L = 2π·bandwidth_hz [rad/s] (resolved config); the gain is L = ω_L/sigma0."""
+        return 2.0 * math.pi * (self.bandwidth_hz or 0.0)
 
 
 @dataclass(frozen=True)
 class AdaptationConfig:
-    """Online Fc adaptation and the drift (re-identify) monitor (:mod:`controller.adaptation`)."""
+    """Online Fc adaptation and the drift (re-identify) monitor (:mod:`controller.adaptation`).
+
+    As for the observer: ``None`` = derived from the believed set by the rule beside the field
+    (:func:`resolve_adaptation`), an explicit value overrides it."""
 
     enabled: bool = True  # adapt Fc in mode lugre_adaptive
-    gate_velocity_rad_s: float = 0.03  # adapt only while |v| >= this (>= ~3·vs: outside the
-    #   Stribeck region) [rad/s]
+    gate_velocity_rad_s: Optional[float] = None  # adapt only while |v| >= this [rad/s]; rule:
+    #   3·vs (outside the Stribeck region), lowered online to gate_motion_fraction·(largest
+    #   |v_ref| seen so far) when the motion never reaches 3·vs — then Fc_hat (with Fs_hat at the
+    #   identified ratio) absorbs the level error of the Stribeck region as well
+    gate_motion_fraction: float = 0.6  # [-], see gate_velocity_rad_s (explicit gate: not lowered)
     reversal_holdoff_s: float = 0.3  # and this long after entering sliding or reversing [s]
     time_constant_s: float = 2.0  # τ in Fc_hat += dt/τ·residual·sgn(v) [s]
-    fc_min_nm: float = 0.05  # projection of Fc_hat [N·m]
-    fc_max_nm: float = 1.0  # [N·m]
-    rate_limit_nm_s: float = 0.05  # |dFc_hat/dt| bound [N·m/s]
+    fc_min_nm: Optional[float] = None  # projection of Fc_hat [N·m]; rule: 0.5·Fc
+    fc_max_nm: Optional[float] = None  # [N·m]; rule: 2·Fc
+    rate_limit_nm_s: Optional[float] = None  # |dFc_hat/dt| bound [N·m/s]; rule: 0.25·Fc per s
+    #   (a 30 % Fc step needs >= 1.2 s)
     drift_low_band_vs: tuple[float, float] = (0.5, 3.0)  # low-speed band of |v|, multiples of vs [-]
     drift_time_constant_s: float = 1.0  # averaging of each band's residual, in-band time [s]
-    drift_low_threshold_nm: float = 0.02  # low-band mean residual above this: region moved [N·m]
-    drift_high_threshold_nm: float = 0.01  # high band counts as explained below this [N·m]
+    drift_low_threshold_nm: Optional[float] = None  # low-band mean residual above this: region
+    #   moved [N·m]; rule: 0.1·Fc
+    drift_high_threshold_nm: Optional[float] = None  # high band counts as explained below this
+    #   [N·m]; rule: 0.05·Fc
     drift_persist_s: float = 3.0  # in-band time the condition must hold to raise/clear [s]
     drift_clear_ratio: float = 0.5  # clear below ratio·drift_low_threshold_nm (hysteresis) [-]
+    inconsistent_s: float = 3.0  # the model inconsistent this long while moving => reidentify:
+    #   the believed set does not explain the measured friction [s] (inconsistent: observer in
+    #   fallback, or the 1 Hz mean of |residual| above inconsistent_residual_nm)
+    inconsistent_residual_nm: Optional[float] = None  # [N·m]; rule: 0.1·Fc
+    stribeck: Literal["off", "propose", "auto"] = "propose"  # what reidentify does with the
+    #   proposed set (the believed set with the adapted Coulomb level): off: no proposal;
+    #   propose: written as proposed_params.yaml for the operator; auto: also applied as the
+    #   believed level (it already is, through the adapter scale)
 
     def __post_init__(self) -> None:
-        for name in ("gate_velocity_rad_s", "time_constant_s", "rate_limit_nm_s", "fc_min_nm",
-                     "drift_time_constant_s", "drift_low_threshold_nm", "drift_high_threshold_nm",
-                     "drift_persist_s"):
+        for name in ("gate_velocity_rad_s", "rate_limit_nm_s", "fc_min_nm", "inconsistent_residual_nm",
+                     "drift_low_threshold_nm", "drift_high_threshold_nm"):
+            value = getattr(self, name)
+            require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
+        for name in ("time_constant_s", "drift_time_constant_s", "drift_persist_s",
+                     "inconsistent_s"):
             require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
+        require(0 < self.gate_motion_fraction <= 1, "gate_motion_fraction",
+                f"must be in (0, 1], got {self.gate_motion_fraction}")
         require(self.reversal_holdoff_s >= 0, "reversal_holdoff_s",
                 f"must be >= 0, got {self.reversal_holdoff_s}")
-        require(self.fc_max_nm > self.fc_min_nm, "fc_max_nm",
-                f"must be > fc_min_nm ({self.fc_max_nm} <= {self.fc_min_nm})")
+        if self.fc_max_nm is not None and self.fc_min_nm is not None:
+            require(self.fc_max_nm > self.fc_min_nm, "fc_max_nm",
+                    f"must be > fc_min_nm ({self.fc_max_nm} <= {self.fc_min_nm})")
         lo, hi = self.drift_low_band_vs
         require(0 <= lo < hi, "drift_low_band_vs", f"must be 0 <= lo < hi, got [{lo}, {hi}]")
         require(0 < self.drift_clear_ratio < 1, "drift_clear_ratio",
                 f"must be in (0, 1), got {self.drift_clear_ratio}")
+
+
+def representative(params: FrictionParams) -> LuGreParams:
+    """One set standing for the believed friction: the set itself, or the field-wise mean of the
+    two directions (the scale the derived thresholds are taken from)."""
+    if isinstance(params, DirectionalParams):
+        f, r = params.forward.as_dict(), params.reverse.as_dict()
+        return LuGreParams(**{k: 0.5 * (f[k] + r[k]) for k in f})
+    return params
+
+
+def _pick(value: Optional[float], rule: float) -> float:
+    return rule if value is None else value
+
+
+def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
+                     pid: PIDGains) -> ObserverConfig:
+    """``cfg`` with every null field replaced by its documented rule (field comments)."""
+    p = representative(friction)
+    fp = pid.position_bandwidth_hz(J)
+    cap = 0.1 * p.sigma0 / p.sigma1 / (2.0 * math.pi) if p.sigma1 > 0.0 else math.inf
+    mbw = _pick(cfg.momentum_bandwidth_hz, 5.0 * fp)
+    bw = cfg.bandwidth_hz
+    if bw is None:
+        bw = min(1.5 * fp, cap, 0.5 * mbw) if cfg.correction == "residual" else 0.0
+    elif cfg.correction == "residual":
+        require(bw < mbw, "bandwidth_hz", f"must be below momentum_bandwidth_hz = {mbw:.4g} "
+                f"(the residual it acts on), got {bw}")
+    return replace(
+        cfg, bandwidth_hz=bw, momentum_bandwidth_hz=mbw,
+        clamp_margin_nm=_pick(cfg.clamp_margin_nm, 0.25 * p.Fc),
+        residual_limit_nm=_pick(cfg.residual_limit_nm, 0.5 * p.Fc),
+        wrong_sign_velocity_rad_s=_pick(cfg.wrong_sign_velocity_rad_s, 3.0 * p.vs),
+        dob_bandwidth_hz=_pick(cfg.dob_bandwidth_hz, 20.0 * fp),
+        dob_deadzone_nm=_pick(cfg.dob_deadzone_nm, 0.02 * p.Fc),
+        dob_limit_nm=_pick(cfg.dob_limit_nm, 0.5 * p.Fs),
+        dob_steady_s=_pick(cfg.dob_steady_s, 20.0 / (2.0 * math.pi * fp)))
+
+
+def resolve_adaptation(cfg: AdaptationConfig, friction: FrictionParams) -> AdaptationConfig:
+    """``cfg`` with every null field replaced by its documented rule (field comments)."""
+    p = representative(friction)
+    return replace(
+        cfg, gate_velocity_rad_s=_pick(cfg.gate_velocity_rad_s, 3.0 * p.vs),
+        fc_min_nm=_pick(cfg.fc_min_nm, 0.5 * p.Fc), fc_max_nm=_pick(cfg.fc_max_nm, 2.0 * p.Fc),
+        rate_limit_nm_s=_pick(cfg.rate_limit_nm_s, 0.25 * p.Fc),
+        drift_low_threshold_nm=_pick(cfg.drift_low_threshold_nm, 0.1 * p.Fc),
+        drift_high_threshold_nm=_pick(cfg.drift_high_threshold_nm, 0.05 * p.Fc),
+        inconsistent_residual_nm=_pick(cfg.inconsistent_residual_nm, 0.1 * p.Fc))
 
 
 @dataclass(frozen=True)
@@ -109,12 +205,14 @@ class Widths:
 
     temperature_c: float = 0.0  # [°C]
     payload_kg: float = 0.0  # [kg]
-    speed_rad_s: float = 0.0  # [rad/s]
+    speed_rad_s: Optional[float] = 0.0  # [rad/s]; null: derived from vs of the believed set by
+    #   :func:`anchored` (blend width 0.5·vs, hysteresis 0.2·vs); a bare Scheduler reads null as 0
 
     def __post_init__(self) -> None:
         for name in ("temperature_c", "payload_kg", "speed_rad_s"):
             value = getattr(self, name)
-            require(0 <= value < math.inf, name, f"must be finite and >= 0, got {value}")
+            if value is not None:
+                require(0 <= value < math.inf, name, f"must be finite and >= 0, got {value}")
 
 
 Range = Optional[tuple[float, float]]
@@ -137,15 +235,51 @@ class Region:
                 require(rng[0] <= rng[1], name, f"must be [lo, hi] with lo <= hi, got {list(rng)}")
 
 
+SCALED_FIELDS = ("Fc", "Fs", "vs", "sigma0", "sigma1", "sigma2")
+
+
+@dataclass(frozen=True)
+class FrictionScale:
+    """A scheduled set relative to ``controller.friction``: each parameter of the believed set
+    multiplied by its factor (1: unchanged). A new identified set moves every region with it."""
+
+    Fc: float = 1.0
+    Fs: float = 1.0
+    vs: float = 1.0
+    sigma0: float = 1.0
+    sigma1: float = 1.0
+    sigma2: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in SCALED_FIELDS:
+            value = getattr(self, name)
+            require(0 < value < math.inf, name, f"must be a finite factor > 0, got {value}")
+
+    def apply(self, params: FrictionParams) -> FrictionParams:
+        factors = {name: getattr(self, name) for name in SCALED_FIELDS}
+        if isinstance(params, DirectionalParams):
+            return DirectionalParams(params.forward.scaled(**factors),
+                                     params.reverse.scaled(**factors))
+        return params.scaled(**factors)
+
+
 @dataclass(frozen=True)
 class ParameterSetConfig:
+    """One scheduled set. ``scale`` (factors on controller.friction; default: all 1, the believed
+    set itself) is the normal form. An absolute ``friction`` is accepted only when it IS the
+    believed set (a base written out): anything else would silently replace controller.friction
+    and is a config error (:func:`check_anchored`)."""
+
     name: str
-    friction: FrictionParams  # identified LuGre set (flat or forward/reverse)
+    scale: Optional[FrictionScale] = None  # factors on controller.friction (null: all 1)
+    friction: Optional[FrictionParams] = None  # absolute: must equal controller.friction
     pid: Optional[PIDGains] = None  # null: the controller's configured gains
     region: Region = field(default_factory=Region)
 
     def __post_init__(self) -> None:
         require(bool(self.name), "name", "must not be empty")
+        require(self.scale is None or self.friction is None, "friction",
+                "give scale (relative to controller.friction) or friction, not both")
 
 
 @dataclass(frozen=True)
@@ -154,12 +288,13 @@ class ScheduleConfig:
     is the default when no region covers the operating point at start."""
 
     sets: tuple[ParameterSetConfig, ...]
-    blend_width: Widths = field(default_factory=lambda: Widths(2.0, 0.5, 0.005))  # membership
+    blend_width: Widths = field(default_factory=lambda: Widths(2.0, 0.5, None))  # membership
     #   falls from 1 to 0 over this distance outside a region (0: hard edge)
-    hysteresis: Widths = field(default_factory=lambda: Widths(1.0, 0.2, 0.002))  # play of each
+    hysteresis: Widths = field(default_factory=lambda: Widths(1.0, 0.2, None))  # play of each
     #   variable: dithering within it changes nothing
     weight_rate_per_s: float = 2.0  # weights move at most this much per second [1/s]
-    max_ff_step_nm: float = math.inf  # bound on the feedforward change per tick [N·m]
+    max_ff_step_nm: Optional[float] = None  # bound on the feedforward change per tick [N·m];
+    #   null: 0.05·Fc of the believed set (by :func:`anchored`)
 
     def __post_init__(self) -> None:
         require(len(self.sets) >= 1, "sets", "at least one parameter set is needed")
@@ -168,4 +303,46 @@ class ScheduleConfig:
             require(name not in names[:i], f"sets[{i}].name", f"duplicate set name {name!r}")
         require(self.weight_rate_per_s > 0, "weight_rate_per_s",
                 f"must be > 0, got {self.weight_rate_per_s}")
-        require(self.max_ff_step_nm > 0, "max_ff_step_nm", f"must be > 0, got {self.max_ff_step_nm}")
+        require(self.max_ff_step_nm is None or self.max_ff_step_nm > 0, "max_ff_step_nm",
+                f"must be > 0, got {self.max_ff_step_nm}")
+
+
+def _same_set(a: FrictionParams, b: FrictionParams) -> bool:
+    if isinstance(a, DirectionalParams) != isinstance(b, DirectionalParams):
+        return False
+    if isinstance(a, DirectionalParams) and isinstance(b, DirectionalParams):
+        return _same_set(a.forward, b.forward) and _same_set(a.reverse, b.reverse)
+    da, db = a.as_dict(), b.as_dict()
+    return all(math.isclose(da[k], db[k], rel_tol=1e-9, abs_tol=0.0) for k in da)
+
+
+def check_anchored(schedule: ScheduleConfig, believed: FrictionParams) -> None:
+    """Raise ``ValueError("schedule.sets[i]…: …")`` (one line, the key path first) when a set
+    contradicts the believed set: an absolute friction that is not controller.friction, or
+    factors that make an invalid set (Fs < Fc)."""
+    for i, s in enumerate(schedule.sets):
+        if s.friction is not None and not _same_set(s.friction, believed):
+            raise ValueError(f"schedule.sets[{i}].friction: contradicts controller.friction (a "
+                             "schedule must not replace the believed set); give this set as "
+                             "scale: {Fc: …, Fs: …} factors relative to controller.friction")
+        if s.scale is not None:
+            try:
+                s.scale.apply(believed)
+            except ValueError as err:
+                raise ValueError(f"schedule.sets[{i}].scale: makes an invalid set from "
+                                 f"controller.friction ({err})") from None
+
+
+def anchored(schedule: ScheduleConfig, believed: FrictionParams) -> ScheduleConfig:
+    """The schedule with every set's friction computed from the believed set (what the
+    :class:`controller.schedule.Scheduler` blends)."""
+    check_anchored(schedule, believed)
+    sets = tuple(replace(s, scale=None,
+                         friction=s.scale.apply(believed) if s.scale is not None else believed)
+                 for s in schedule.sets)
+    p = representative(believed)
+    bw, hy = schedule.blend_width, schedule.hysteresis
+    return replace(schedule, sets=sets,
+                   blend_width=replace(bw, speed_rad_s=_pick(bw.speed_rad_s, 0.5 * p.vs)),
+                   hysteresis=replace(hy, speed_rad_s=_pick(hy.speed_rad_s, 0.2 * p.vs)),
+                   max_ff_step_nm=_pick(schedule.max_ff_step_nm, 0.05 * p.Fc))

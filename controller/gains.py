@@ -29,3 +29,9 @@ class PIDGains:
         ω = 2π·bandwidth_hz: kd = 3Jω, kp = 3Jω², ki = Jω³."""
         w = 2.0 * math.pi * bandwidth_hz
         return PIDGains(kp=3 * J * w * w, ki=J * w**3, kd=3 * J * w, **kw)
+
+    def position_bandwidth_hz(self, J: float) -> float:
+        """Position-loop bandwidth [Hz] the gains stand for: ω = kd/(3J) of the triple-pole
+        rule (sqrt(kp/J) when kd is 0); the scale the observer rules derive from."""
+        w = self.kd / (3.0 * J) if self.kd > 0.0 else math.sqrt(self.kp / J)
+        return w / (2.0 * math.pi)

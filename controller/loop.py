@@ -46,6 +46,7 @@ LOG_COLUMNS: tuple[tuple[str, str], ...] = (
     ("drive_state", "DriveState"), ("sequence", "-"), ("temperature_c", "degC"),
     ("saturated", "-"), ("reidentify", "-"), ("drive_vel_rad_s", "rad/s"), ("payload_kg", "kg"),
     ("ff_param_step_nm", "N·m"), ("fallback", "-"),
+    ("learned_nm", "N·m"),  # feedforward learned from the residual (DOB term + learned table)
 )
 COLUMN_NAMES = tuple(name for name, _ in LOG_COLUMNS)
 
@@ -92,7 +93,8 @@ class ControlLoop:
                  duration_s: float, *, compensator: Compensator | None = None,
                  log_sink: LogSink | None = None,
                  progress: Callable[[float, float], None] | None = None,
-                 truth: Callable[[], float] | None = None) -> None:
+                 truth: Callable[[], float] | None = None,
+                 law: ControlLaw | None = None) -> None:
         self.cfg = cfg
         self.backend = backend
         self.clock = clock
@@ -104,7 +106,11 @@ class ControlLoop:
         self.progress = progress
         # the plant's true friction (simulation and HIL only; NaN on a machine)
         self.truth = truth or backend.true_friction_nm
-        self.law = ControlLaw(cfg.controller, self.compensator)
+        # ``law``: another control law with ControlLaw's interface (``enable``, ``step``,
+        # ``ff_nm``, ``pid``, ``done``), e.g. an identification experiment: it may command
+        # torque open-loop, restate the reference it follows in the signals (the safety
+        # checks and the log use it) and end the run early by setting ``done``
+        self.law = law if law is not None else ControlLaw(cfg.controller, self.compensator)
         self.pid = self.law.pid
         self.velocity = VelocityEstimator(cfg.controller.velocity.source,
                                           cfg.controller.velocity.cutoff_hz)
@@ -188,7 +194,7 @@ class ControlLoop:
             late_us = (start - deadline) * 1e6 if real else 0.0
             t_ref = k * dt
             if stopping_at < 0:
-                if k >= n_run:
+                if k >= n_run or law.done:
                     stopping_at = k
                 elif self._stop_request:
                     safety.trip(FaultKind.STOP_REQUESTED, self._stop_request, t_ref)
@@ -227,6 +233,7 @@ class ControlLoop:
                 except Exception as err:  # noqa: BLE001
                     safety.trip(FaultKind.ESTIMATOR, f"compensator: {type(err).__name__}: {err}", t_ref)
                     u = NAN
+                pos_ref, vel_ref = sig.pos_ref_rad, sig.vel_ref_rad_s
                 ff = law.ff_nm
                 fault = safety.check(t_ref, fb, pos, vel, pos_ref, vel_ref, u)
                 if not fault:  # FaultKind.NONE
@@ -311,4 +318,5 @@ class ControlLoop:
             1.0 if overrun else 0.0, float(self.safety.fault), state, seq, temp,
             1.0 if pid.saturated else 0.0, 1.0 if comp.reidentify else 0.0, drive_vel,
             self._sig.payload_kg, comp.param_step_nm, 1.0 if comp.fallback else 0.0,
+            comp.learned_nm,
         )

@@ -27,12 +27,15 @@ Per tick (all in :meth:`LuGreCompensator.step`, SI units):
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .adaptation import DriftMonitor, FcAdapter
 from .compensation import Compensator, StaticCompensator, TickSignals
-from .estimation_config import AdaptationConfig, ObserverConfig, ScheduleConfig
-from .friction import FrictionParams, g
+from .estimation_config import (AdaptationConfig, ObserverConfig, ScheduleConfig,
+                                anchored, representative, resolve_adaptation,
+                                resolve_observer)
+from .friction import DirectionalParams, FrictionParams, g
 from .gains import PIDGains
 from .observer import LuGreObserver, MomentumObserver, Watchdog
 from .schedule import Scheduler
@@ -55,12 +58,31 @@ class LuGreCompensator(Compensator):
                  base_pid: PIDGains | None = None,
                  v_eps: float = 0.0) -> None:
         super().__init__()
-        observer = observer or ObserverConfig()
         self.mode = "lugre" if adaptation is None else "lugre_adaptive"
-        self.cfg = observer
         self.scheduler = Scheduler(schedule, base_pid) if schedule is not None else None
         if self.scheduler is not None:
             friction = self.scheduler.params
+        pid = base_pid or PIDGains.triple_pole(J, 20.0)
+        observer = resolve_observer(observer or ObserverConfig(), friction, J, pid)
+        self.cfg = observer
+        self._gate_auto = adaptation is not None and adaptation.gate_velocity_rad_s is None
+        if adaptation is not None:
+            adaptation = resolve_adaptation(adaptation, friction)
+        self.adaptation_cfg = adaptation
+        self._gate_fraction = adaptation.gate_motion_fraction if adaptation is not None else 1.0
+        self._gate_max = adaptation.gate_velocity_rad_s if adaptation is not None else 0.0
+        self._dob = observer.dob
+        self._dob_gain = -math.expm1(-2.0 * math.pi * observer.dob_bandwidth_hz * 1e-3)
+        self._dob_dt = 1e-3
+        self._dob_peak_decay = math.exp(-1e-3)
+        self._dob_dead = observer.dob_deadzone_nm
+        self._dob_limit = observer.dob_limit_nm
+        self._dob_steady = observer.dob_steady_s
+        self._inv_vs = 1.0 / representative(friction).vs
+        self._inconsistent_limit = adaptation.inconsistent_s if adaptation is not None else math.inf
+        self._inconsistent_nm = (adaptation.inconsistent_residual_nm  # type: ignore[assignment]
+                                 if adaptation is not None else math.inf)
+        self._abs_gain = -math.expm1(-2.0 * math.pi * 1.0 * 1e-3)  # 1 Hz mean of |residual| at 1 kHz
         self._residual = observer.correction == "residual"
         L = LuGreObserver.gain_for(observer.bandwidth_hz, friction) if self._residual else 0.0
         k = observer.tracking_gain_per_s if observer.correction == "tracking_error" else 0.0
@@ -77,11 +99,12 @@ class LuGreCompensator(Compensator):
                         if observer.fallback == "stribeck" else None)
         self._fade_rate = 1.0 / observer.fade_s if observer.fade_s > 0.0 else math.inf  # [1/s]
         self._use_encoder = observer.velocity_source == "encoder"
-        self.adapter = self.drift = None
+        self.adapter: FcAdapter | None = None
+        self.drift: DriftMonitor | None = None
         if adaptation is not None:
             self.adapter = FcAdapter(adaptation, self.estimator.active.Fc)
             self.drift = DriftMonitor(adaptation)
-        self._max_ff_step = schedule.max_ff_step_nm if schedule is not None else math.inf
+        self._max_ff_step = (schedule.max_ff_step_nm or math.inf) if schedule is not None else math.inf
         # the feedforward model with the previous tick's parameters, for the bump on a switch
         self._shadow = LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=margin)
         self._switched_from: tuple[FrictionParams, float] | None = None
@@ -118,6 +141,19 @@ class LuGreCompensator(Compensator):
         self.fallback_weight = 0.0
         self.clamped = False
         self.weights: tuple[float, ...] = ()
+        self.reidentify_reason = ""
+        self.reidentify_t_s = NAN  # when reidentify was raised (TickSignals.t_s) [s]
+        self.dob_nm = 0.0  # disturbance-observer term in the feedforward [N·m]
+        self.dob_weight = 1.0  # its weight: 1 in transients, 0 in steady sliding [-]
+        self._dob_lpf = 0.0
+        self._steady_s = 0.0
+        self._dob_peak = 0.0  # |v_ref| peak, decaying with a 1 s time constant [rad/s]
+        self._inconsistent_s = 0.0  # leaky time of inconsistency while moving [s]
+        self._abs_residual = 0.0  # 1 Hz mean of |residual| while moving [N·m]
+        self._peak_vref = 0.0  # largest |v_ref| so far [rad/s]
+        if self.adapter is not None:
+            self.adapter.gate.lo = self._gate_max
+            self.drift.high_gate.lo = self._gate_max
 
     def _schedule(self, s: TickSignals, dt_s: float) -> None:
         sched = self.scheduler
@@ -211,18 +247,47 @@ class LuGreCompensator(Compensator):
             f_hat = est.f_hat
             model = ff_model.f_hat if ff_model is not None else f_hat
         fallback = self.watchdog.step(residual, f_hat, v, dt_s, finite)
+        hold = s.saturated or s.faulted or not finite
         if self.adapter is not None:
             p = est.active
-            hold = fallback or s.saturated or s.faulted or not finite
+            speed_ref = v_ref if v_ref >= 0.0 else -v_ref
+            if self._gate_auto and speed_ref > self._peak_vref:  # gate reachable by the motion
+                self._peak_vref = speed_ref
+                gate = self._gate_fraction * speed_ref
+                gate = gate if gate < self._gate_max else self._gate_max
+                self.adapter.gate.lo = gate
+                self.drift.high_gate.lo = gate
+            # not held in fallback: the adapter is what can make the model consistent again
             scale = self.adapter.step(residual, v, dt_s, hold=hold, fc_nominal_nm=p.Fc)
             est.scale = scale
             if ff_model is not None:
                 ff_model.scale = scale
             self.fc_hat_nm = scale * p.Fc
-            self.reidentify = self.drift.step(residual, v, p.vs, dt_s, hold,
-                                              sliding=self.adapter.direction)
+            drift = self.drift.step(residual, v, p.vs, dt_s, hold or fallback,
+                                    sliding=self.adapter.direction)
+            if speed_ref > 0.0 and not hold:  # inconsistency judged while moving
+                mean = self._abs_residual
+                mean += self._abs_gain * ((residual if residual >= 0.0 else -residual) - mean)
+                self._abs_residual = mean
+                if fallback or mean > self._inconsistent_nm:
+                    self._inconsistent_s += dt_s
+                elif self._inconsistent_s > dt_s:
+                    self._inconsistent_s -= dt_s
+                else:
+                    self._inconsistent_s = 0.0
+            if not self.reidentify:
+                if drift:
+                    self.reidentify = True
+                    self.reidentify_reason = "stribeck region moved"
+                    self.reidentify_t_s = s.t_s
+                elif self._inconsistent_s >= self._inconsistent_limit:
+                    self.reidentify = True
+                    self.reidentify_reason = "model inconsistent"
+                    self.reidentify_t_s = s.t_s
         else:
             self.fc_hat_nm = est.active.Fc
+        if self._dob:
+            model += self._dob_step(residual, v_ref, s.acc_ref_rad_s2, dt_s, hold)
         # crossfade observer <-> fallback
         lam = self.fallback_weight
         if fallback or lam > 0.0:
@@ -256,6 +321,53 @@ class LuGreCompensator(Compensator):
         return ff
 
 
+    def _dob_step(self, residual: float, v_ref: float, a_ref: float, dt_s: float,
+                  hold: bool) -> float:
+        """The disturbance-observer term: LPF(residual), dead-zoned, bounded; weighted 1 in
+        transients and faded to 0 after dob_steady_s of steady sliding (|v_ref| > 0 with a
+        velocity change below 1 % over that time). Held (frozen) in faults."""
+        if hold:
+            return self.dob_nm
+        if dt_s != self._dob_dt:
+            self._dob_dt = dt_s
+            self._dob_gain = -math.expm1(-2.0 * math.pi * self.cfg.dob_bandwidth_hz * dt_s)
+            self._dob_peak_decay = math.exp(-dt_s)
+        x = self._dob_lpf
+        x += self._dob_gain * (residual - x)
+        self._dob_lpf = x
+        dead = self._dob_dead
+        if x > dead:
+            term = x - dead
+        elif x < -dead:
+            term = x + dead
+        else:
+            term = 0.0
+        lim = self._dob_limit
+        term = lim if term > lim else (-lim if term < -lim else term)
+        steady_s = self._dob_steady
+        speed = v_ref if v_ref >= 0.0 else -v_ref
+        acc = a_ref if a_ref >= 0.0 else -a_ref
+        if speed > 0.0 and acc * steady_s <= 0.01 * speed:
+            self._steady_s += dt_s
+        else:
+            self._steady_s = 0.0
+        w = 2.0 - self._steady_s / steady_s
+        w = 1.0 if w > 1.0 else (0.0 if w < 0.0 else w)
+        # motions that stay below vs (pre-sliding steps): attenuated with the held peak |v_ref|/vs
+        peak = self._dob_peak * self._dob_peak_decay
+        peak = speed if speed > peak else peak
+        self._dob_peak = peak
+        slow = peak * self._inv_vs
+        if speed == 0.0:  # at rest friction balances whatever is applied: no model error to learn
+            w = 0.0
+        elif slow < 1.0:
+            w *= slow
+        self.dob_weight = w
+        term *= w
+        self.dob_nm = term
+        self.learned_nm = term
+        return term
+
     def _shadow_step(self, model: LuGreObserver, z_prev: float, args: tuple) -> float:
         """The model's output this tick had the parameters not changed (same state, inputs)."""
         params, L = self._switched_from
@@ -267,11 +379,45 @@ class LuGreCompensator(Compensator):
         return sh.step(*args)
 
 
+def proposed_friction(comp: LuGreCompensator) -> FrictionParams:
+    """The set proposed with ``reidentify``: the believed set with Fc and Fs at the adapted
+    level (the adapter's scale; vs, sigma0, sigma1, sigma2 as believed)."""
+    k = comp.estimator.scale
+    p = comp.estimator.params
+    if isinstance(p, DirectionalParams):
+        return DirectionalParams(p.forward.scaled(Fc=k, Fs=k), p.reverse.scaled(Fc=k, Fs=k))
+    return p.scaled(Fc=k, Fs=k)
+
+
+def reidentify_report(comp: Compensator, out_dir: Path) -> dict[str, Any]:
+    """summary.json fields of the alarm; with ``adaptation.stribeck`` propose/auto the proposed
+    set is written as ``proposed_params.yaml`` in the params.yaml format of ``identify`` (its
+    writer), loadable by ``--params`` and ``replay --params``."""
+    if not isinstance(comp, LuGreCompensator) or comp.adaptation_cfg is None:
+        return {}
+    out: dict[str, Any] = {"reidentify_reason": comp.reidentify_reason or "none",
+                           "reidentify_at_s": comp.reidentify_t_s}
+    if comp.reidentify and comp.adaptation_cfg.stribeck != "off":
+        from hil.identify import IdentifyResult, _write_params
+
+        friction = proposed_friction(comp)
+        path = out_dir / "proposed_params.yaml"
+        _write_params(path, IdentifyResult(
+            friction=friction, uncertainty={}, sources={"Fc": "online adaptation",
+                                                        "Fs": "online adaptation (ratio kept)"},
+            directional=isinstance(friction, DirectionalParams), points=[],
+            diagnostics={"source": "frictionctl online proposal (reidentify)",
+                         "reason": comp.reidentify_reason, "raised_at_s": comp.reidentify_t_s,
+                         "fc_scale": comp.estimator.scale}))
+        out["proposed_params"] = str(path)
+    return out
+
+
 def make_lugre_compensator(cfg: "ControllerConfig", adaptive: bool) -> LuGreCompensator:
     """``lugre`` (observer, fixed parameters) or ``lugre_adaptive`` (plus Fc adaptation, drift
     monitor and, when ``cfg.schedule`` is set, gain scheduling)."""
     observer = cfg.observer
     adaptation = cfg.adaptation if adaptive else None
-    schedule = cfg.schedule if adaptive else None
+    schedule = anchored(cfg.schedule, cfg.friction) if adaptive and cfg.schedule else None
     return LuGreCompensator(cfg.friction, cfg.J, cfg.Kt, observer=observer, adaptation=adaptation,
                             schedule=schedule, base_pid=cfg.pid, v_eps=cfg.feedforward_v_eps)

@@ -46,6 +46,7 @@ class Session:
     compensation: str | None = None
     extra_header: dict[str, Any] | None = None
     truth: Callable[[], float] | None = None  # the plant's true friction (sim/HIL only)
+    law: Any = None  # another control law for the loop (identification experiments)
 
 
 def versions() -> dict[str, str]:
@@ -173,7 +174,7 @@ def run_session(cfg: Config, s: Session, out_dir: Path, *, plot: bool = True,
                           wait_when_full_s=math.inf if s.clock.simulated else 0.0)
     loop = ControlLoop(cfg, s.backend, s.clock, s.reference, s.duration_s,
                        compensator=compensator, log_sink=writer, progress=progress,
-                       truth=s.truth)
+                       truth=s.truth, law=s.law)
     helper = on_loop(loop) if on_loop else None
     try:
         with _SignalStop(loop):
@@ -183,6 +184,9 @@ def run_session(cfg: Config, s: Session, out_dir: Path, *, plot: bool = True,
         if helper is not None and hasattr(helper, "stop"):
             helper.stop()
     summary = summarize(log_path, result)
+    from .lugre_compensator import reidentify_report  # the alarm's reason and proposed set
+
+    summary.update(reidentify_report(compensator, out_dir))
     write_summary(out_dir, summary)
     if plot:
         from .report import plot_run

@@ -104,6 +104,10 @@ class Scheduler:
     def __init__(self, cfg: ScheduleConfig, base_pid: PIDGains | None = None) -> None:
         self.cfg = cfg
         self.names = tuple(s.name for s in cfg.sets)
+        missing = [s.name for s in cfg.sets if s.friction is None]
+        if missing:
+            raise ValueError(f"schedule: sets {missing} have no friction yet: anchor the schedule "
+                             "to controller.friction first (estimation_config.anchored)")
         self._friction = tuple(s.friction for s in cfg.sets)
         split = _split(self._friction)
         self._friction_columns = (
@@ -124,8 +128,8 @@ class Scheduler:
         self._direction = tuple({"forward": 1, "reverse": -1, "any": 0}[s.region.direction]
                                 for s in cfg.sets)
         self._uses_direction = any(self._direction)
-        self._width = tuple(getattr(cfg.blend_width, name) for name in VARIABLES)
-        self._play = tuple(getattr(cfg.hysteresis, name) for name in VARIABLES)
+        self._width = tuple(getattr(cfg.blend_width, name) or 0.0 for name in VARIABLES)
+        self._play = tuple(getattr(cfg.hysteresis, name) or 0.0 for name in VARIABLES)
         self.warnings: list[str] = []
         self._warned: set[frozenset[str]] = set()
         for s in cfg.sets:

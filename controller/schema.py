@@ -63,6 +63,9 @@ def parse(tp: Any, value: Any, path: str = "") -> Any:
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
+        rest = tuple(a for a in args if a is not type(None))
+        if len(rest) > 1 and Union[rest] in _PARSERS:  # Optional[a registered union]
+            return _PARSERS[Union[rest]](value, path)
         errors = []
         for arg in args:
             if arg is type(None):
@@ -152,20 +155,61 @@ def prefixed(path: str, err: ValueError) -> ConfigError:
     return ConfigError(path, text)
 
 
+# Deeper than this is no config a person wrote (the schema's deepest key path is 5 levels).
+MAX_YAML_DEPTH = 32
+
+
+def _check_nodes(root: yaml.Node, source: Path) -> None:
+    """Duplicate mapping keys (YAML's "last one wins" would silently drop a value) and absurd
+    nesting are errors naming the key path and line. Iterative: no recursion to exhaust."""
+    stack: list[tuple[yaml.Node, str, int]] = [(root, "", 0)]
+    while stack:
+        node, where, depth = stack.pop()
+        if depth > MAX_YAML_DEPTH:
+            raise ConfigError("", f"{source}: line {node.start_mark.line + 1}: nested deeper "
+                                     f"than {MAX_YAML_DEPTH} levels")
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for key_node, value_node in node.value:
+                key = str(key_node.value)
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    raise ConfigError(_join(where, key),
+                                      f"{source}: line {line}: duplicate key (first at line "
+                                      f"{seen[key]}; YAML would keep only the last)")
+                seen[key] = line
+                stack.append((value_node, _join(where, key), depth + 1))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                stack.append((item, f"{where}[{i}]", depth + 1))
+
+
 def load_yaml(path: str | Path) -> Any:
-    """Read a YAML file with ``yaml.safe_load``; syntax errors become one-line ConfigErrors."""
+    """Read a YAML file with the safe loader; syntax errors, duplicate keys and absurd nesting
+    become one-line ConfigErrors."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as err:
         raise ConfigError("", f"{p}: cannot read ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError("", f"{p}: not UTF-8 text (byte offset {err.start})") from None
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_nodes(node, p)
+        return loader.construct_document(node)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ConfigError("", f"{p}:{where}: invalid YAML ({problem})") from None
+    except RecursionError:
+        raise ConfigError("", f"{p}: nested deeper than {MAX_YAML_DEPTH} levels") from None
+    finally:
+        loader.dispose()
 
 
 def to_plain(obj: Any) -> Any:

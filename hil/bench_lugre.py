@@ -36,10 +36,9 @@ DIVERGED_FACTOR = 10.0  # Euler has diverged once |z| > this·z_max (or non-fini
 
 def _reference_friction() -> LuGreParams:
     """The plant friction of the shipped reference turntable config."""
-    import configs
-    from controller.config import load_config
+    from controller.config import load_config, resolve_config_path
 
-    friction = load_config(configs.path("turntable")).plant.friction
+    friction = load_config(resolve_config_path("turntable")).plant.friction
     if isinstance(friction, DirectionalParams):
         friction = friction.forward
     return friction

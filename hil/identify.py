@@ -1,16 +1,12 @@
 """Friction identification experiments on any backend (simulated table, emulator, real drive).
 
-Static first, then dynamic (BRIEF §4). Each experiment runs in a small fixed-rate runner on the
-injected clock (lockstep SimClock: fast; RealClock: a machine), one tick per control period:
-
-    read → velocity estimate → experiment law → safety check → clamp → write → record
-
-under the project's :class:`~controller.safety.SafetyMonitor` (torque clamp, measured-torque,
-velocity, following-error, standstill, stale-feedback, drive-fault and temperature checks). Any
-fault ends the identification: the torque is ramped from its last value to zero over
-``safety.stop_ramp_s`` while ticking, the drive is disabled, and :class:`IdentificationError`
-names the experiment, the fault and the time. ``backend.safe_stop()`` runs in ``finally``
-whatever happens. Each experiment starts with ``enable()`` and ends with a torque ramp to zero
+Static first, then dynamic (BRIEF §4). Each experiment is a control law run by the one
+:class:`~controller.loop.ControlLoop` (:mod:`hil.identify_laws`) on the injected clock
+(lockstep SimClock: fast; RealClock: a machine): the loop's safety checks, safe-stop path,
+SIGINT/SIGTERM handling and crash-safe log (``<out>/experiments/<name>/run.fctl``, one per
+experiment). Any fault ends the identification: the loop's stop path brings the torque to zero
+and disables the drive, and :class:`IdentificationError` names the experiment, the fault, the
+time and the log. Each experiment starts with ``enable()`` and ends with the loop's stop path
 and ``disable()``, so the computations between experiments never leave a drive enabled without
 commands (a drive-side watchdog would trip).
 
@@ -68,7 +64,7 @@ sigma1 scales with it.
 
 Outputs in ``out_dir``: ``params.yaml`` (``friction:`` usable as ``controller.friction``,
 ``uncertainty:`` standard errors, ``diagnostics:``), ``identify.json`` (every raw point and
-trial), ``identify_records.npz`` (the raw tick records), ``identify.png`` (the report).
+trial), ``experiments/<name>/run.fctl`` (the tick records), ``identify.png`` (the report).
 """
 
 from __future__ import annotations
@@ -77,7 +73,6 @@ import json
 import math
 import threading
 import time
-from collections import deque
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -88,13 +83,18 @@ import yaml
 from controller.config import Config
 from controller.friction import DirectionalParams, FrictionParams, LuGreParams, g
 from controller.gains import PIDGains
-from controller.pid import PID
 from controller.reference import PiecewiseReference, Reference, rest_to_rest
-from controller.safety import FaultKind, SafetyMonitor
-from controller.velocity import VelocityEstimator
 from drivers.backend import Backend, Clock, DriveState
 from drivers.errors import FrictionctlError
 
+from .identify_laws import (
+    BreakawayRamp,
+    ExperimentRunner,
+    IdentificationError,
+    Record,
+    TorqueProfile,
+    Track,
+)
 from .identify_fit import (
     Breakaway,
     LineFit,
@@ -119,10 +119,6 @@ EXPERIMENTS = ("sweep", "breakaway", "presliding", "sigma1")
 PARAM_NAMES = ("Fc", "Fs", "vs", "sigma0", "sigma1", "sigma2", "delta")
 
 Progress = Callable[[float, float], None]
-
-
-class IdentificationError(FrictionctlError):
-    """An identification that could not complete (a fault, or data that cannot be fitted)."""
 
 
 # --- settings -------------------------------------------------------------------------------------
@@ -200,21 +196,6 @@ class IdentifySettings:
 
 
 @dataclass
-class Record:
-    """The ticks of one experiment run. Arrays per tick; times on the run's own clock from 0."""
-
-    name: str
-    t: np.ndarray  # [s]
-    pos: np.ndarray  # relative to the experiment start [rad]
-    vel: np.ndarray  # velocity estimate [rad/s]
-    torque: np.ndarray  # measured Kt·i [N·m]
-    cmd: np.ndarray  # commanded torque (after the clamp) [N·m]
-    pos_ref: np.ndarray
-    vel_ref: np.ndarray
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
 class IdentifyResult:
     """What :func:`identify` found. ``friction`` loads as ``controller.friction``."""
 
@@ -232,255 +213,6 @@ class IdentifyResult:
     def params_block(self) -> dict[str, Any]:
         """The ``friction:`` block as plain data."""
         return _friction_block(self.friction)
-
-
-# --- the runner -----------------------------------------------------------------------------------
-
-
-class _Law:
-    """An experiment's control law: ``start`` once, then ``step`` per tick until ``done``."""
-
-    done = False
-    abort_reason = ""
-
-    def start(self, pos: float) -> None:
-        pass
-
-    def step(self, k: int, t: float, pos: float, vel: float) -> tuple[float, float, float]:
-        """(torque [N·m], position reference, velocity reference) for the safety checks."""
-        raise NotImplementedError
-
-
-class _Runner:
-    """Ticks experiment laws at cfg.loop.rate_hz on the clock, under the safety layer."""
-
-    def __init__(self, cfg: Config, backend: Backend, clock: Clock, progress: Optional[Progress],
-                 total_s: float, stop_event: Optional[threading.Event] = None) -> None:
-        self.cfg = cfg
-        self.stop_event = stop_event
-        self.backend = backend
-        self.clock = clock
-        self.dt = cfg.loop.dt_s
-        self.Kt = cfg.controller.Kt
-        self.progress = progress
-        self.total_s = total_s
-        self.done_s = 0.0
-        self.records: list[Record] = []
-
-    def _report(self, t: float) -> None:
-        if self.progress is not None:
-            self.progress(min(self.done_s + t, self.total_s), self.total_s)
-
-    def run(self, name: str, law: _Law, max_duration_s: float) -> Record:
-        """One experiment: enable, tick until the law is done, ramp to zero, disable."""
-        cfg, backend, clock, dt = self.cfg, self.backend, self.clock, self.dt
-        safety = SafetyMonitor(cfg.safety, cfg.loop.overrun, dt, self.Kt)
-        vcfg = cfg.controller.velocity
-        est = VelocityEstimator(vcfg.source, vcfg.cutoff_hz)
-        real = not clock.simulated
-        ramp_ticks = max(1, int(round(cfg.safety.stop_ramp_s / dt)))
-        n_max = int(math.ceil(max_duration_s / dt))
-        every = max(1, int(round(1.0 / dt)))
-        Kt = self.Kt
-        T, X, V, TQ, U, XR, VR = [], [], [], [], [], [], []
-        u_last = 0.0
-        stopping_at = -1
-        reason = ""
-        enabled_at_fault = False
-        k = 0
-        try:
-            if not backend.is_open:
-                backend.open()
-            backend.enable()
-            fb = backend.read()
-            pos0 = fb.position_rad
-            est.reset(0.0)
-            law.start(0.0)
-            t0 = clock.now() + dt
-            while True:
-                deadline = t0 + k * dt
-                clock.sleep_until(deadline)
-                t = k * dt
-                if stopping_at < 0 and (law.done or k >= n_max):
-                    stopping_at = k
-                if stopping_at < 0 and self.stop_event is not None and self.stop_event.is_set():
-                    safety.trip(FaultKind.STOP_REQUESTED, "stop requested", t)
-                try:
-                    fb = backend.read()
-                except FrictionctlError as err:
-                    safety.trip(FaultKind.COMMUNICATION, f"read: {err}", t)
-                    fb = None
-                if fb is not None:
-                    pos = fb.position_rad - pos0
-                    vel = est.step(pos, fb.velocity_rad_s, dt)
-                    cur = fb.current_a
-                else:
-                    pos = vel = cur = math.nan
-                if stopping_at < 0 and not safety.faulted and fb is not None:
-                    try:
-                        u, x_ref, v_ref = law.step(k, t, pos, vel)
-                    except (ArithmeticError, ValueError) as err:
-                        safety.trip(FaultKind.ESTIMATOR, f"experiment law: {err}", t)
-                        u, x_ref, v_ref = math.nan, pos, 0.0
-                    fault = safety.check(t, fb, pos, vel, x_ref, v_ref, u)
-                    if fault is FaultKind.NONE:
-                        u = safety.clamp(u)
-                        if law.abort_reason:
-                            reason = law.abort_reason
-                            stopping_at = k
-                    else:
-                        stopping_at = k
-                else:
-                    x_ref, v_ref = pos, 0.0
-                    if stopping_at < 0:
-                        stopping_at = k
-                if safety.faulted and not enabled_at_fault and stopping_at == k:
-                    enabled_at_fault = backend.enabled
-                if stopping_at >= 0:
-                    j = k - stopping_at + 1
-                    u = u_last * max(0.0, 1.0 - j / ramp_ticks) if math.isfinite(u_last) else 0.0
-                if backend.enabled:
-                    try:
-                        backend.write(u)
-                    except FrictionctlError as err:
-                        safety.trip(FaultKind.COMMUNICATION, f"write: {err}", t)
-                        backend.safe_stop()
-                        u = 0.0
-                else:
-                    u = 0.0
-                u_last = u
-                if real:
-                    safety.record_overrun(t, clock.now() > deadline + dt)
-                T.append(t)
-                X.append(pos)
-                V.append(vel)
-                TQ.append(Kt * cur)
-                U.append(u)
-                XR.append(x_ref)
-                VR.append(v_ref)
-                if k % every == 0:
-                    self._report(t)
-                k += 1
-                if stopping_at >= 0 and (k - stopping_at >= ramp_ticks or not backend.enabled):
-                    break
-        except FrictionctlError as err:
-            safety.trip(FaultKind.COMMUNICATION, f"{type(err).__name__}: {err}")
-        finally:
-            if safety.faulted:
-                backend.safe_stop()
-            elif backend.enabled:
-                backend.disable()
-        self.done_s += k * dt
-        rec = Record(name=name, t=np.asarray(T), pos=np.asarray(X), vel=np.asarray(V),
-                     torque=np.asarray(TQ), cmd=np.asarray(U), pos_ref=np.asarray(XR),
-                     vel_ref=np.asarray(VR))
-        self.records.append(rec)
-        if safety.faulted:
-            when = "" if safety.fault_t_s != safety.fault_t_s else f" at t = {safety.fault_t_s:.3f} s"
-            how = ("torque ramped to zero, drive disabled" if enabled_at_fault
-                   else "drive disabled (it no longer accepted commands)")
-            what = ("stopped on request" if safety.fault is FaultKind.STOP_REQUESTED
-                    else "stopped by the safety layer")
-            raise IdentificationError(
-                f"identify: experiment '{name}' {what}{when}: {safety.fault.name}: "
-                f"{safety.message}; safe stop: {how}")
-        if reason:
-            rec.info["aborted"] = reason
-        return rec
-
-
-# --- experiment laws ------------------------------------------------------------------------------
-
-
-class _Track(_Law):
-    """Position PID on a reference, with the prior's Stribeck curve and J·a_ref as feedforward."""
-
-    def __init__(self, reference: Reference, gains: PIDGains, J: float, prior: FrictionParams,
-                 dt: float, duration_s: float,
-                 schedule: list[tuple[float, PIDGains]] | None = None) -> None:
-        self.ref = reference
-        self.pid = PID(gains)
-        self.schedule = deque(sorted(schedule or [], key=lambda tg: tg[0]))
-        self.J = J
-        self.prior = prior
-        self.dt = dt
-        self.duration_s = duration_s
-
-    def start(self, pos: float) -> None:
-        self.pid.enable(pos, 0.0)
-
-    def step(self, k, t, pos, vel):
-        # gains switch at the start of a move (bumpless: the integrator keeps its torque)
-        while self.schedule and self.schedule[0][0] <= t:
-            self.pid.gains = self.schedule.popleft()[1]
-        x_r, v_r, a_r = self.ref.sample(t)
-        ff = self.J * a_r
-        if v_r != 0.0:  # the prior's steady friction at the reference speed (scalar: per tick)
-            p = self.prior.for_velocity(v_r) if isinstance(self.prior, DirectionalParams) else self.prior
-            ff += math.copysign(g(p, v_r), v_r) + p.sigma2 * v_r
-        u = self.pid.step(x_r, v_r, pos, ff, self.dt)
-        if t >= self.duration_s:
-            self.done = True
-        return u, x_r, v_r
-
-
-class _Breakaway(_Law):
-    """Zero torque for ``rest_s``, then a ramp until gross sliding, then zero torque to rest."""
-
-    def __init__(self, direction: int, rate: float, peak: float, rest_s: float, v_onset: float,
-                 onset_ticks: int, stop_s: float, dt: float, guard_rad: float) -> None:
-        self.dir = direction
-        self.rate = rate
-        self.peak = peak
-        self.rest_s = rest_s
-        self.v_onset = v_onset
-        self.w = onset_ticks
-        self.stop_s = stop_s
-        self.dt = dt
-        self.guard = guard_rad
-        self.hist: deque[float] = deque(maxlen=onset_ticks + 1)
-        self.onset_k = -1
-        self.ramp_k = int(round(rest_s / dt))
-        self.off_k = -1
-        self.reached_peak = False
-
-    def step(self, k, t, pos, vel):
-        self.hist.append(pos)
-        u = 0.0
-        if self.off_k < 0 and k >= self.ramp_k:
-            u = self.dir * self.rate * (k - self.ramp_k) * self.dt
-            if abs(u) >= self.peak:
-                self.reached_peak = True
-                self.off_k = k
-            if self.onset_k < 0 and len(self.hist) == self.hist.maxlen:
-                if self.dir * (self.hist[-1] - self.hist[0]) / (self.w * self.dt) > self.v_onset:
-                    self.onset_k = k
-            if self.onset_k >= 0 and k >= self.onset_k + 3 * self.w:
-                self.off_k = k
-            if self.off_k >= 0:
-                u = 0.0
-        if abs(pos) > self.guard:
-            self.abort_reason = f"travel {pos:.4g} rad beyond the guard {self.guard:.4g} rad"
-        if self.off_k >= 0 and k >= self.off_k + int(round(self.stop_s / self.dt)):
-            self.done = True
-        return u, pos, 0.0
-
-
-class _TorqueProfile(_Law):
-    """An open-loop torque profile u(t) with a travel guard."""
-
-    def __init__(self, profile: Callable[[float], float], duration_s: float, guard_rad: float) -> None:
-        self.profile = profile
-        self.duration_s = duration_s
-        self.guard = guard_rad
-
-    def step(self, k, t, pos, vel):
-        if t >= self.duration_s:
-            self.done = True
-        if abs(pos) > self.guard:
-            self.abort_reason = f"travel {pos:.4g} rad beyond the guard {self.guard:.4g} rad (sliding)"
-            self.done = True
-        return self.profile(t), pos, 0.0
 
 
 # --- planning -------------------------------------------------------------------------------------
@@ -726,7 +458,7 @@ def identify(cfg: Config, backend: Backend, clock: Clock, out_dir: str | Path, *
     speeds = sweep_speeds(cfg, prior, settings) if "sweep" in experiments else []
     sweep_plan = build_sweep(speeds, p, settings) if speeds else None
     total = _planned_seconds(settings, sweep_plan, experiments)
-    runner = _Runner(cfg, backend, clock, progress, total, stop_event)
+    runner = ExperimentRunner(cfg, backend, clock, out, progress, total, stop_event)
     state = _State(cfg=cfg, settings=settings, prior=prior, p=p, dt=dt, J=J, q=q)
     try:
         if "sweep" in experiments:
@@ -825,7 +557,7 @@ def _planned_seconds(settings: IdentifySettings, sweep_plan, experiments) -> flo
     return total
 
 
-def _run_sweep(runner: _Runner, st: _State, plan, tag: str) -> None:
+def _run_sweep(runner: ExperimentRunner, st: _State, plan, tag: str) -> None:
     cfg, settings = st.cfg, st.settings
     ref, passes, duration, skipped = plan
     st.skipped += skipped
@@ -836,9 +568,8 @@ def _run_sweep(runner: _Runner, st: _State, plan, tag: str) -> None:
                                     output_limit_nm=cfg.safety.torque_limit_nm)
 
     schedule = [(pz.t_start, gains_for(pz.speed)) for pz in passes]
-    law = _Track(ref, schedule[0][1] if schedule else gains_for(st.p.vs), st.J, st.prior, st.dt,
-                 duration, schedule)
-    rec = runner.run(tag, law, duration + 1.0)
+    law = Track(schedule[0][1] if schedule else gains_for(st.p.vs), st.J, st.prior, schedule)
+    rec = runner.run(tag, law, duration, reference=ref)
     rec.info["passes"] = [asdict(pz) for pz in passes]
     by_speed: dict[float, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
     for pz in passes:
@@ -875,7 +606,7 @@ def _fit_sweep(st: _State) -> None:
                                        "vs kept from the prior")
 
 
-def _run_breakaway(runner: _Runner, st: _State) -> None:
+def _run_breakaway(runner: ExperimentRunner, st: _State) -> None:
     settings, dt, q = st.settings, st.dt, st.q
     determined = "both" in st.fits and "both" not in st.lines
     fs_guess = st.fits["both"].Fs if determined else st.p.Fs
@@ -887,7 +618,8 @@ def _run_breakaway(runner: _Runner, st: _State) -> None:
     guard = min(0.25 * st.cfg.safety.velocity_limit_rad_s, 0.5)  # [rad] far beyond any onset
     for i in range(settings.breakaway_trials):
         for direction in (1, -1):
-            law = _Breakaway(direction, rate, peak, settings.breakaway_rest_s, v_on, w, 0.5, dt, guard)
+            law = BreakawayRamp(runner.gains, direction, rate, peak, settings.breakaway_rest_s, v_on, w,
+                                0.5, dt, guard)
             max_s = settings.breakaway_rest_s + settings.breakaway_ramp_s + 2.0
             rec = runner.run(f"breakaway_{'fwd' if direction > 0 else 'rev'}_{i + 1}", law, max_s)
             ramp_start = law.ramp_k
@@ -901,7 +633,7 @@ def _run_breakaway(runner: _Runner, st: _State) -> None:
             st.break_records.append(rec)
 
 
-def _run_presliding(runner: _Runner, st: _State) -> None:
+def _run_presliding(runner: ExperimentRunner, st: _State) -> None:
     settings, q = st.settings, st.q
     f = settings.presliding_frequency_hz
     n_cyc = settings.presliding_cycles
@@ -914,7 +646,7 @@ def _run_presliding(runner: _Runner, st: _State) -> None:
         def profile(t: float, amp=amp) -> float:
             return amp * math.sin(2.0 * math.pi * f * (t - rest)) if t >= rest else 0.0
 
-        law = _TorqueProfile(profile, rest + n_cyc / f, guard)
+        law = TorqueProfile(runner.gains, profile, rest + n_cyc / f, guard)
         rec = runner.run(f"presliding_{attempt + 1}", law, rest + n_cyc / f + 1.0)
         rec.info.update({"amplitude_nm": amp, "frequency_hz": f, "t0_s": rest})
         if "aborted" not in rec.info:
@@ -932,7 +664,7 @@ def _run_presliding(runner: _Runner, st: _State) -> None:
         amp *= 0.5
 
 
-def _run_ringing(runner: _Runner, st: _State) -> None:
+def _run_ringing(runner: ExperimentRunner, st: _State) -> None:
     settings, dt = st.settings, st.dt
     amp = settings.ringing_amplitude * st.fc_now()
     hold = settings.ringing_hold_s
@@ -949,7 +681,7 @@ def _run_ringing(runner: _Runner, st: _State) -> None:
 
     sigma0 = st.presliding.sigma0 if st.presliding is not None else st.p.sigma0
     guard = max(400 * st.q, 8.0 * 3.0 * amp / sigma0)
-    law = _TorqueProfile(profile, duration, guard)
+    law = TorqueProfile(runner.gains, profile, duration, guard)
     rec = runner.run("ringing", law, duration + 1.0)
     rec.info.update({"amplitude_nm": amp, "hold_s": hold, "levels": levels})
     if "aborted" in rec.info:
@@ -1235,7 +967,7 @@ def _raw(st: _State, records: list[Record]) -> dict[str, Any]:
         "sigma1": ({k: v for k, v in asdict(st.ringing).items() if k != "simulated"}
                    if st.ringing is not None else None),
         "experiments": [{"name": r.name, "ticks": int(r.t.size), "duration_s": float(r.t.size * st.dt),
-                         "info": r.info} for r in records],
+                         "log": r.log, "info": r.info} for r in records],
         "warnings": st.warnings,
         "error": st.error or None,
     }
@@ -1245,15 +977,10 @@ def _write_raw(out: Path, st: _State, records: list[Record], failed: bool = Fals
     raw = _raw(st, records)
     raw["status"] = "failed" if failed else "ok"
     (out / "identify.json").write_text(json.dumps(_json_safe(raw), indent=1) + "\n", encoding="utf-8")
-    arrays = {}
-    for r in records:
-        for name in ("t", "pos", "vel", "torque", "cmd", "pos_ref", "vel_ref"):
-            arrays[f"{r.name}.{name}"] = getattr(r, name)
-    np.savez_compressed(out / "identify_records.npz", **arrays)
-    return {"json": str(out / "identify.json"), "records": str(out / "identify_records.npz")}
+    return {"json": str(out / "identify.json"), "logs": str(out / "experiments")}
 
 
-def _write_outputs(out: Path, st: _State, result: IdentifyResult, runner: _Runner, *,
+def _write_outputs(out: Path, st: _State, result: IdentifyResult, runner: ExperimentRunner, *,
                    plot: bool) -> dict[str, str]:
     files = _write_raw(out, st, runner.records)
     _write_params(out / "params.yaml", result)

@@ -28,7 +28,7 @@ from controller.schema import ConfigError
 from .replay_loop import replay_ticks
 
 REPLAY_COLUMNS = ("t_s", "friction_hat_nm", "z_hat", "fc_hat_nm", "residual_nm", "torque_cmd_nm",
-                  "reidentify")
+                  "reidentify", "learned_nm")
 
 
 @dataclass
@@ -40,6 +40,7 @@ class ReplayResult:
     residual_nm: np.ndarray
     torque_cmd_nm: np.ndarray  # what the controller would have commanded (after the clamp)
     reidentify: np.ndarray
+    learned_nm: np.ndarray  # the learned feedforward term (DOB), compared with the log's
     logged: RunLog
     rows: np.ndarray  # indices of the replayed rows in the log
     wall_s: float
@@ -164,6 +165,8 @@ def replay_summary(res: ReplayResult) -> dict[str, Any]:
         "replay_realtime_factor": duration / res.wall_s if res.wall_s > 0 else math.nan,
         "max_abs_diff_friction_hat_nm": float(np.nanmax(diff_f)) if rows.size else math.nan,
         "max_abs_diff_torque_nm": float(np.nanmax(diff_u)) if rows.size else math.nan,
+        "max_abs_diff_learned_nm": (float(np.nanmax(np.abs(res.learned_nm - run["learned_nm"][rows])))
+                                    if rows.size and "learned_nm" in run.columns else math.nan),
         "rms_diff_friction_hat_nm": float(np.sqrt(np.nanmean(diff_f**2))) if rows.size else math.nan,
         "fc_hat_final_nm": float(res.fc_hat_nm[-1]) if rows.size else math.nan,
         "reidentify": bool(res.reidentify.any()),
@@ -274,7 +277,8 @@ def replay(log_path: Path, out_dir: Path, *, params: FrictionParams | None = Non
         summary["report"] = str(plot_replay(res, out_dir / "replay.png"))
     np.savetxt(out_dir / "replay.csv", np.column_stack([res.t_s, res.friction_hat_nm, res.z_hat,
                                                         res.fc_hat_nm, res.residual_nm,
-                                                        res.torque_cmd_nm, res.reidentify]),
+                                                        res.torque_cmd_nm, res.reidentify,
+                                                        res.learned_nm]),
                delimiter=",", header=",".join(REPLAY_COLUMNS), comments="", fmt="%.17g")
     write_summary(out_dir, summary)
     return summary

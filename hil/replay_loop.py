@@ -21,7 +21,7 @@ def replay_ticks(cfg: Config, mode: str, dt: float, cols: dict[str, list[float]]
     temperature_c, payload_kg, friction_true_nm, torque_cmd_nm (what the drive was sent).
     ``reference_from_measurement``: no reference was recorded (a raw capture): the reference is
     the measured motion itself. Returns (one tuple per tick: friction_hat_nm, z_hat, fc_hat_nm,
-    residual_nm, torque_cmd_nm, reidentify; wall seconds of the loop)."""
+    residual_nm, torque_cmd_nm, reidentify, learned_nm; wall seconds of the loop)."""
     compensator = make_compensator(cfg.controller, mode)
     law = ControlLaw(cfg.controller, compensator)
     velocity = VelocityEstimator(cfg.controller.velocity.source, cfg.controller.velocity.cutoff_hz)
@@ -63,7 +63,7 @@ def replay_ticks(cfg: Config, mode: str, dt: float, cols: dict[str, list[float]]
         u = law.step(sig, dt)
         u = lim if u > lim else (-lim if u < -lim else u)
         append((comp.friction_hat_nm, comp.z_hat, comp.fc_hat_nm, comp.residual_nm, u,
-                1.0 if comp.reidentify else 0.0))
+                1.0 if comp.reidentify else 0.0, comp.learned_nm))
         u_prev = c_cmd[j]  # what the drive was actually sent
         if progress is not None and j % every == 0:
             progress(j, n)

@@ -11,14 +11,14 @@ import configs
 from controller.adaptation import DriftMonitor, FcAdapter, SlidingGate
 from controller.compensation import TickSignals
 from controller.config import load_config
-from controller.estimation_config import AdaptationConfig
+from controller.estimation_config import AdaptationConfig, resolve_adaptation
 from controller.lugre_compensator import make_lugre_compensator
 from controller.schema import ConfigError, parse_dataclass
 from hil.plant import Turntable
 
 DT = 1e-3
 CFG = load_config(configs.path("turntable"))
-A = AdaptationConfig()
+A = resolve_adaptation(AdaptationConfig(), CFG.controller.friction)  # the rules on the reference set
 
 
 def run_loop(comp, ref, duration_s, *, plant_cfg=None, seed=5, on_tick=None):

@@ -19,8 +19,9 @@ import yaml
 from controller.clock import SimClock
 from controller.config import _parse_friction
 from controller.friction import DirectionalParams, LuGreParams
-from controller.runlog import RunLogWriter
+from controller.runlog import RunLogWriter, read_log
 from controller.runner import Session, run_session
+from controller.safety import FaultKind
 from hil.identify import (
     IdentificationError,
     IdentifySettings,
@@ -181,7 +182,7 @@ def test_default_settings_all_experiments_and_outputs(tmp_path):
     true = cfg.plant.friction
     assert result.friction.sigma1 == pytest.approx(true.sigma1, rel=0.5)  # see hil/identify_fit.py
     assert result.sources["sigma1"] == "ringing" and result.sources["sigma0"] == "presliding"
-    for name in ("params.yaml", "identify.json", "identify_records.npz", "identify.png"):
+    for name in ("params.yaml", "identify.json", "experiments/sweep/run.fctl", "identify.png"):
         assert (tmp_path / name).stat().st_size > 0
     found, data = load_params(tmp_path / "params.yaml")
     assert found == LuGreParams(**data["friction"])
@@ -264,6 +265,13 @@ def test_drive_fault_during_the_sweep_stops_safely_with_a_clear_error(tmp_path):
         run_identify(cfg, tmp_path, faults=((3.0, "drive_fault"),))
     raw = json.loads((tmp_path / "identify.json").read_text())
     assert raw["status"] == "failed" and "DRIVE_FAULT" in raw["error"]
+    # the experiment ran through the ControlLoop: its log is complete and records the fault
+    run = read_log(tmp_path / "experiments" / "sweep" / "run.fctl")
+    assert run.complete and run.header["experiment"] == "sweep"
+    assert FaultKind(int(run["fault"][-1])) is FaultKind.DRIVE_FAULT
+    assert run["t_s"][-1] == pytest.approx(3.0, abs=0.1)  # stopped there, not at the plan's end
+    summary = json.loads((tmp_path / "experiments" / "sweep" / "summary.json").read_text())
+    assert "DRIVE_FAULT" in summary["faults"][0] and summary["drive_enabled_at_exit"] is False
 
 
 def test_a_fault_that_leaves_the_drive_enabled_ramps_the_torque_to_zero(tmp_path):
@@ -274,8 +282,9 @@ def test_a_fault_that_leaves_the_drive_enabled_ramps_the_torque_to_zero(tmp_path
     with pytest.raises(IdentificationError, match="NON_FINITE.*current"):
         identify(cfg, backend, clock, tmp_path, settings=FAST)
     assert not backend.enabled and backend.is_open
-    rec = np.load(tmp_path / "identify_records.npz")
-    cmd = rec["sweep.cmd"]
+    run = read_log(tmp_path / "experiments" / "sweep" / "run.fctl")
+    assert run.complete  # the loop's crash-safe log, closed by its stop path
+    cmd = run["torque_cmd_nm"]
     ramp = max(1, round(cfg.safety.stop_ramp_s * cfg.loop.rate_hz))
     tail = np.abs(cmd[-ramp - 1:])
     assert tail[-1] == 0.0 and np.all(np.diff(tail) <= 1e-12)  # ramped down, not cut
@@ -296,7 +305,7 @@ def test_a_stop_request_ramps_down_and_says_so(tmp_path):
     with pytest.raises(IdentificationError, match="stopped on request"):
         identify(cfg, backend, clock, tmp_path, settings=FAST, progress=progress, stop_event=stop)
     assert not backend.enabled
-    cmd = np.load(tmp_path / "identify_records.npz")["sweep.cmd"]
+    cmd = read_log(tmp_path / "experiments" / "sweep" / "run.fctl")["torque_cmd_nm"]
     assert cmd[-1] == 0.0 and abs(cmd[-3]) < abs(cmd[-30])
 
 

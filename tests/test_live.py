@@ -39,7 +39,8 @@ def test_udp_stream_of_a_real_clock_run_matches_its_log(tmp_path):
     port = sock.getsockname()[1]
     rc = cli.main(["run", "--scenario", "creep", "--duration", "0.6", "--out", str(tmp_path),
                    "--live-udp", f"127.0.0.1:{port}"])
-    assert rc == 0
+    # a loaded machine may trip the overrun policy (exit 1): the stream must match the log anyway
+    assert rc in (0, 1)
     msgs = drain(sock)
     sock.close()
     log = read_log(tmp_path / "run.fctl")

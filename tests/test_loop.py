@@ -18,7 +18,7 @@ import yaml
 
 from controller.clock import SimClock
 from controller.config import Config
-from controller.loop import ControlLoop
+from controller.loop import COLUMN_NAMES, ControlLoop
 from controller.reference import Reference
 from controller.runlog import read_log
 from controller.safety import FaultKind
@@ -233,7 +233,7 @@ def _wait_for_rows(log: Path, rows: int, proc: subprocess.Popen, timeout_s: floa
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.stderr.read()
-        if log.exists() and log.stat().st_size > rows * 28 * 8:
+        if log.exists() and log.stat().st_size > rows * len(COLUMN_NAMES) * 8:
             return
         time.sleep(0.05)  # polling a subprocess's file: the test itself has nothing to inject
     raise AssertionError(f"{log}: fewer than {rows} rows after {timeout_s} s")

@@ -267,18 +267,25 @@ def _compensator(ctrl=None, **observer):
     return LuGreCompensator(ctrl.friction, ctrl.J, ctrl.Kt, observer=ObserverConfig(**observer))
 
 
-@pytest.mark.parametrize("wrong, mode", [(dict(Fc=3.0, Fs=3.0), "off"), (dict(Fc=0.3, Fs=0.3), "off"),
-                                         (dict(Fc=1.6, Fs=1.6), "off")])
-def test_wildly_wrong_parameters_are_contained(wrong, mode):
+@pytest.mark.parametrize("wrong, mode, limit", [(dict(Fc=3.0, Fs=3.0), "off", None),
+                                                (dict(Fc=0.3, Fs=0.3), "off", None),
+                                                (dict(Fc=1.6, Fs=1.6), "off", 0.1)])
+def test_wildly_wrong_parameters_are_contained(wrong, mode, limit):
     """The residual trips the watchdog; the static curve of the same wrong set disagrees with the
-    measurement too, so the feedforward is dropped: degraded to no compensation, no runaway."""
+    measurement too, so the feedforward is dropped: degraded to no compensation, no runaway.
+    (A 60 % too high Fc is inside the derived limit 0.5·Fc of the believed set — the adapter's
+    job — so that case uses an explicit, tighter limit: the override.)"""
     ctrl = dataclasses.replace(CFG.controller, friction=P.scaled(**wrong))
-    comp = _compensator(ctrl)
+    comp = _compensator(ctrl, residual_limit_nm=limit)
     ff = []
     rms, peak = closed_loop(comp, sine_ref, 5.2, ctrl=ctrl,
                             on_tick=lambda t, plant, c: ff.append(c.feedforward_nm))
     assert comp.watchdog.trips >= 1 and comp.fallback and comp.fallback_mode == mode
-    assert max(map(abs, ff)) <= ctrl.friction.Fs + ctrl.friction.sigma2 * 0.06 + 0.05 + 1e-9
+    margin = comp.cfg.clamp_margin_nm  # derived: 0.25·Fc of the believed set
+    assert margin == pytest.approx(0.25 * ctrl.friction.Fc)
+    dob = comp.cfg.dob_limit_nm  # derived: 0.5·Fs, the bound of the disturbance-observer term
+    assert dob == pytest.approx(0.5 * ctrl.friction.Fs)
+    assert max(map(abs, ff)) <= ctrl.friction.Fs + ctrl.friction.sigma2 * 0.06 + margin + dob + 1e-9
     rms_off, peak_off = closed_loop(NoCompensation(), sine_ref, 5.2)
     assert peak < 3 * peak_off
 
@@ -313,7 +320,8 @@ def test_non_finite_measurement_falls_back_at_once_and_keeps_state():
 
 def test_observer_config_rules_name_the_key():
     with pytest.raises(ConfigError, match=r"^observer\.bandwidth_hz: must be in \(0, mom"):
-        parse_dataclass(ObserverConfig, {"bandwidth_hz": 150.0}, "observer")
+        parse_dataclass(ObserverConfig, {"bandwidth_hz": 150.0, "momentum_bandwidth_hz": 100.0},
+                        "observer")
     with pytest.raises(ConfigError, match=r"^observer\.correction: must be one of"):
         parse_dataclass(ObserverConfig, {"correction": "magic"}, "observer")
     with pytest.raises(ConfigError, match=r"^observer\.recover_s: must be > 0"):

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 import configs
 from controller.compensation import TickSignals
 from controller.config import load_config
-from controller.estimation_config import ScheduleConfig, Widths
+from controller.estimation_config import (SCALED_FIELDS, FrictionScale, ScheduleConfig, Widths,
+                                          anchored)
 from controller.friction import DirectionalParams, LuGreParams
 from controller.gains import PIDGains
 from controller.lugre_compensator import make_lugre_compensator
@@ -235,7 +236,15 @@ def test_passivity_warnings_are_collected():
 
 
 def scheduled_controller(schedule):
-    return dataclasses.replace(CFG.controller, schedule=schedule)
+    """The reference controller with ``schedule``; absolute sets become the believed set ("cold")
+    and factors on it (a schedule is anchored to controller.friction)."""
+    believed = schedule.sets[0].friction
+    sets = (dataclasses.replace(schedule.sets[0], friction=None),) + tuple(
+        dataclasses.replace(s, friction=None, scale=FrictionScale(**{
+            k: getattr(s.friction, k) / getattr(believed, k) for k in SCALED_FIELDS}))
+        for s in schedule.sets[1:])
+    return dataclasses.replace(CFG.controller, friction=believed,
+                               schedule=dataclasses.replace(schedule, sets=sets))
 
 
 def test_scheduled_compensator_publishes_gains_and_bounds_the_feedforward_step():
@@ -262,11 +271,61 @@ def test_scheduled_compensator_publishes_gains_and_bounds_the_feedforward_step()
     assert sum(steps) > 0.01  # the sets differ by ~0.02 N·m in Fc
     assert kps[0] == CFG.controller.pid.kp and kps[-1] == 4000.0
     assert max(abs(b - a) for a, b in zip(kps, kps[1:])) <= 2 * DT * (4000.0 - CFG.controller.pid.kp) + 1e-9
-    assert comp.estimator.params == cfg.sets[1].friction
-    assert comp.estimator.L * cfg.sets[1].friction.sigma0 == pytest.approx(2 * math.pi * 30.0)
+    for k in SCALED_FIELDS:
+        assert getattr(comp.estimator.params, k) == pytest.approx(getattr(cfg.sets[1].friction, k))
+    assert comp.estimator.L * cfg.sets[1].friction.sigma0 == pytest.approx(2 * math.pi * comp.cfg.bandwidth_hz)
+    assert comp.cfg.bandwidth_hz == pytest.approx(30.0, rel=1e-3)  # 1.5·f_p, f_p = kd/(3J) = 20 Hz
     assert comp.weights == (0.0, 1.0)
 
 
 def test_lugre_mode_ignores_the_schedule():
     comp = make_lugre_compensator(scheduled_controller(load()), adaptive=False)
     assert comp.scheduler is None and comp.pid_gains is None
+
+
+# --- anchoring to controller.friction ---------------------------------------------------------
+
+
+def test_schedule_moves_with_the_believed_set():
+    """The shipped schedule is factors on controller.friction: a new identified set moves every
+    region (the heavy set stays +15 % on Fc, Fs, sigma2 of whatever is believed)."""
+    ctrl = CFG.controller
+    new = LuGreParams(Fc=1.1, Fs=1.6, vs=0.003, sigma0=8e4, sigma1=2.0, sigma2=0.3)
+    moved = dataclasses.replace(ctrl, friction=new)
+    sets = anchored(moved.schedule, moved.friction).sets
+    assert sets[0].friction == new
+    assert sets[1].friction.Fc == pytest.approx(1.15 * 1.1)
+    assert sets[1].friction.sigma2 == pytest.approx(1.15 * 0.3)
+    assert sets[1].friction.vs == pytest.approx(0.003)
+    comp = make_lugre_compensator(moved, adaptive=True)
+    assert comp.scheduler.params == new  # starts on the believed set, never on a stored table
+    sched = anchored(moved.schedule, moved.friction)
+    assert sched.max_ff_step_nm == pytest.approx(0.05 * 1.1)
+    assert sched.blend_width.speed_rad_s == pytest.approx(0.5 * 0.003)
+
+
+def test_schedule_contradicting_the_believed_set_is_a_one_line_error(tmp_path):
+    text = configs.path("turntable").read_text().replace(
+        "      - name: light               # empty table: the believed set itself\n",
+        "      - name: light\n        friction: {Fc: 0.25, Fs: 0.3, vs: 0.01, sigma0: 3.0e+4, "
+        "sigma1: 0.08, sigma2: 0.04}\n")
+    assert "Fc: 0.25" in text
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith("controller.schedule.sets[0].friction: contradicts controller.friction")
+    # the same set written out as the base (equal to controller.friction) is accepted
+    path.write_text(text.replace("Fc: 0.25, Fs: 0.3,", "Fc: 0.20, Fs: 0.28,"))
+    assert load_config(path).controller.schedule.sets[0].friction == CFG.controller.friction
+
+
+def test_schedule_factors_making_an_invalid_set_name_the_key(tmp_path):
+    text = configs.path("turntable").read_text().replace(
+        "scale: {Fc: 1.15, Fs: 1.15, sigma2: 1.15}", "scale: {Fc: 1.6, Fs: 1.0}")
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"^controller\.schedule\.sets\[1\]\.scale: makes an invalid set"):
+        load_config(path)

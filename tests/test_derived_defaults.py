@@ -1,0 +1,71 @@
+"""Every table-dependent observer/adaptation threshold follows its documented rule for any
+believed set; an explicit config value overrides the rule."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from controller.estimation_config import (AdaptationConfig, ObserverConfig, resolve_adaptation,
+                                          resolve_observer)
+from controller.friction import DirectionalParams, LuGreParams
+from controller.gains import PIDGains
+from controller.lugre_compensator import LuGreCompensator
+
+SETS = [
+    LuGreParams(Fc=0.20, Fs=0.28, vs=0.01, sigma0=3e4, sigma1=0.08, sigma2=0.04),  # reference
+    LuGreParams(Fc=1.5, Fs=2.1, vs=0.002, sigma0=1e5, sigma1=30.0, sigma2=0.5),  # stiff, damped
+    LuGreParams(Fc=0.05, Fs=0.06, vs=0.08, sigma0=1e3, sigma1=16.0, sigma2=0.01),  # sigma0/sigma1 61
+]
+
+
+@pytest.mark.parametrize("p", SETS)
+@pytest.mark.parametrize("J, pid_hz", [(0.08, 20.0), (0.5, 8.0)])
+def test_observer_defaults_follow_their_rules(p, J, pid_hz):
+    pid = PIDGains.triple_pole(J, pid_hz)
+    assert pid.position_bandwidth_hz(J) == pytest.approx(pid_hz)
+    o = resolve_observer(ObserverConfig(), p, J, pid)
+    assert o.momentum_bandwidth_hz == pytest.approx(5 * pid_hz)
+    cap = 0.1 * p.sigma0 / p.sigma1 / (2 * math.pi)  # findings §2: ω_L << sigma0/sigma1
+    assert o.bandwidth_hz == pytest.approx(min(1.5 * pid_hz, cap))
+    assert 2 * math.pi * o.bandwidth_hz <= 0.1 * p.sigma0 / p.sigma1 + 1e-9
+    assert o.clamp_margin_nm == pytest.approx(0.25 * p.Fc)
+    assert o.residual_limit_nm == pytest.approx(0.5 * p.Fc)
+    assert o.wrong_sign_velocity_rad_s == pytest.approx(3 * p.vs)
+    assert o.dob_deadzone_nm == pytest.approx(0.02 * p.Fc)
+    assert o.dob_limit_nm == pytest.approx(0.5 * p.Fs)
+    assert o.dob_bandwidth_hz == pytest.approx(20 * pid_hz)
+    assert resolve_adaptation(AdaptationConfig(), p).inconsistent_residual_nm == pytest.approx(0.1 * p.Fc)
+    a = resolve_adaptation(AdaptationConfig(), p)
+    assert a.gate_velocity_rad_s == pytest.approx(3 * p.vs)
+    assert (a.fc_min_nm, a.fc_max_nm) == pytest.approx((0.5 * p.Fc, 2 * p.Fc))
+    assert a.rate_limit_nm_s == pytest.approx(0.25 * p.Fc)
+    assert a.drift_low_threshold_nm == pytest.approx(0.1 * p.Fc)
+    assert a.drift_high_threshold_nm == pytest.approx(0.05 * p.Fc)
+
+
+def test_explicit_values_override_the_rules():
+    p = SETS[1]
+    pid = PIDGains.triple_pole(0.08, 20.0)
+    o = resolve_observer(ObserverConfig(residual_limit_nm=0.3, bandwidth_hz=5.0), p, 0.08, pid)
+    assert o.residual_limit_nm == 0.3 and o.bandwidth_hz == 5.0
+    assert o.clamp_margin_nm == pytest.approx(0.25 * p.Fc)  # the others still derived
+    a = resolve_adaptation(AdaptationConfig(fc_max_nm=9.0), p)
+    assert a.fc_max_nm == 9.0 and a.fc_min_nm == pytest.approx(0.75)
+
+
+def test_directional_set_uses_the_mean_of_both_directions():
+    d = DirectionalParams(SETS[0], SETS[0].scaled(Fc=2.0, Fs=2.0))
+    a = resolve_adaptation(AdaptationConfig(), d)
+    assert a.fc_min_nm == pytest.approx(0.5 * 0.3)
+
+
+def test_compensator_gain_is_capped_by_the_bristle_damping_rate():
+    """A set with sigma0/sigma1 = 61 rad/s: the residual correction runs at 6.1 rad/s, not at
+    the 30 Hz the reference table uses (where it double-counts the sigma1 term)."""
+    p = SETS[2]
+    comp = LuGreCompensator(p, 0.08, 0.6, base_pid=PIDGains.triple_pole(0.08, 20.0))
+    assert comp.estimator.L * p.sigma0 == pytest.approx(0.1 * p.sigma0 / p.sigma1)
+    ref = LuGreCompensator(SETS[0], 0.08, 0.6, base_pid=PIDGains.triple_pole(0.08, 20.0))
+    assert ref.estimator.L * SETS[0].sigma0 == pytest.approx(2 * math.pi * 30.0)
