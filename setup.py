@@ -59,11 +59,27 @@ def compiled_extensions() -> list:
     except ImportError:
         notice("mypyc is not installed")
         return []
-    paths = [str(Path(*name.split("."))) + ".py" for name in HOT_MODULES]
+    # mypyc compiles only type-correct modules: one with mypy errors stays interpreted (said so)
+    try:
+        rejected = _hot["type_errors"](str(ROOT))
+    except Exception as err:  # noqa: BLE001 - mypy itself failed: nothing is compiled
+        notice(f"mypy failed: {_last_line(err)}")
+        return []
+    interpreted = _hot["left_interpreted"](list(rejected))
+    names = [n for n in HOT_MODULES if n not in interpreted]
+    if interpreted:
+        line = (f"frictionctl: {len(interpreted)} of {len(HOT_MODULES)} hot modules stay interpreted "
+                f"({', '.join(sorted(interpreted))}: mypy errors in {', '.join(sorted(rejected))})")
+        if REQUIRE:
+            raise SystemExit(f"{line}: FRICTIONCTL_REQUIRE_COMPILED is set, stopping")
+        print(line, file=sys.stderr)
+    if not names:
+        notice("no hot module is free of mypy errors")
+        return []
     # mypyc names modules by their path relative to the working directory: the project root,
     # where pip and setuptools run this file
     try:
-        extensions = mypycify(paths + ["--ignore-missing-imports", "--follow-imports=silent"],
+        extensions = mypycify([_hot["source_path"](n) for n in names] + list(_hot["MYPY_FLAGS"]),
                               opt_level=os.environ.get("MYPYC_OPT_LEVEL", "3"))
     except (Exception, SystemExit) as err:  # mypy reports type errors by exiting
         notice(f"mypyc rejected the sources: {_last_line(err)}")

@@ -21,15 +21,62 @@ from typing import Sequence
 #: Classes meant to be subclassed (references, clocks, backends: the tests and users derive their
 #: own) stay interpreted too: an interpreted class cannot derive from a compiled one.
 HOT_MODULES: tuple[str, ...] = (
+    "controller.adaptation",
     "controller.control_law",
     "controller.friction_step",
+    "controller.observer",
     "controller.pid",
+    "controller.safety",
     "controller.velocity",
     "hil.plant",
     "hil.replay_loop",
 )
 
+#: Modules compiled together or not at all: an interpreted class cannot derive from a compiled
+#: one (LuGreCompensator derives from compensation.Compensator).
+TOGETHER: tuple[frozenset[str], ...] = (
+    frozenset({"controller.compensation", "controller.lugre_compensator"}),
+)
+
 PURE_ENV = "FRICTIONCTL_PURE_PYTHON"
+#: how mypy (and so mypyc) reads the hot modules: imported modules are analysed for their types
+#: but not reported on (they stay interpreted)
+MYPY_FLAGS: tuple[str, ...] = ("--ignore-missing-imports", "--follow-imports=silent")
+
+
+def source_path(name: str) -> str:
+    """'controller.pid' → 'controller/pid.py' (relative to the project root)."""
+    return os.path.join(*name.split(".")) + ".py"
+
+
+def left_interpreted(rejected: Sequence[str], names: Sequence[str] = HOT_MODULES) -> set[str]:
+    """The modules of ``names`` that stay interpreted when ``rejected`` cannot be compiled: those,
+    and every module of a :data:`TOGETHER` group one of them belongs to."""
+    out = set(rejected)
+    for group in TOGETHER:
+        if group & out:
+            out |= group
+    return out & set(names)
+
+
+def type_errors(root: str, names: Sequence[str] = HOT_MODULES) -> dict[str, list[str]]:
+    """mypy's errors in the hot modules under ``root``, per module name (only modules with errors).
+    mypyc compiles a module only when mypy finds none; needs mypy installed."""
+    from mypy import api
+
+    paths = {source_path(n): n for n in names}
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        report, _, _ = api.run(list(paths) + list(MYPY_FLAGS))
+    finally:
+        os.chdir(cwd)
+    errors: dict[str, list[str]] = {}
+    for line in report.splitlines():
+        path = line.split(":", 1)[0]
+        if ": error:" in line and path in paths:
+            errors.setdefault(paths[path], []).append(line)
+    return errors
 
 
 def pure_python_requested(environ: dict[str, str] | os._Environ[str] | None = None) -> bool:
