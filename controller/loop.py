@@ -86,6 +86,7 @@ class RunResult:
     reidentify: bool = False
     fc_hat_final_nm: float = math.nan
     drive_enabled_at_exit: bool = False  # True unless the drive confirmed the disable
+    missed_deadlines: int = 0  # real clock: deadlines skipped after a stall
 
 
 class ControlLoop:
@@ -118,6 +119,7 @@ class ControlLoop:
                                           cfg.controller.velocity.cutoff_hz)
         self.safety = SafetyMonitor(cfg.safety, cfg.loop.overrun, self.dt_s, cfg.controller.Kt)
         self._stop = SafeStop(cfg)
+        self.missed_deadlines = 0
         self.status = LoopStatus()
         self._stop_request = ""
         self._sig = TickSignals()
@@ -162,7 +164,7 @@ class ControlLoop:
             wall_s=time.perf_counter() - wall0, stop_reason=stop_reason, faults=faults,
             overruns=self.safety.overruns, warnings=list(self.safety.warnings),
             reidentify=bool(comp.reidentify), fc_hat_final_nm=comp.fc_hat_nm,
-            drive_enabled_at_exit=backend.enabled,
+            drive_enabled_at_exit=backend.enabled, missed_deadlines=self.missed_deadlines,
         )
 
     def _ticks(self) -> str:
@@ -191,12 +193,25 @@ class ControlLoop:
         stop = self._stop  # the stop plan (category, deceleration reference, end)
         stop_reason = "completed"
         k = 0
+        last_start = NAN
+        missed = 0  # deadlines skipped in this run
         while True:
-            self._k = k
             deadline = t0 + k * dt
             clock.sleep_until(deadline)
             start = clock.now()
+            behind = 0
+            if real and start - deadline >= dt:
+                # a stall: the deadlines already past are skipped, not run late one after
+                # another; counted, and the overrun policy sees them
+                behind = int((start - deadline) / dt)
+                k += behind
+                missed += behind
+                deadline = t0 + k * dt
+            self._k = k
             late_us = (start - deadline) * 1e6 if real else 0.0
+            # the velocity estimate takes the time that really passed since the last sample
+            dt_vel = start - last_start if real and last_start == last_start else dt
+            last_start = start
             t_ref = k * dt
             if stopping_at < 0:
                 if k >= n_run or law.done:
@@ -214,7 +229,7 @@ class ControlLoop:
             c0 = perf()  # controller compute: from here to just before the write
             if fb is not None:
                 pos = fb.position_rad - pos0
-                vel = velocity.step(pos, fb.velocity_rad_s, dt)
+                vel = velocity.step(pos, fb.velocity_rad_s, dt_vel)
             else:
                 pos = vel = NAN
             pos_ref, vel_ref, acc_ref = reference.sample(t_ref)
@@ -282,7 +297,7 @@ class ControlLoop:
             end = clock.now()
             overrun = real and end > deadline + dt
             if real:
-                safety.record_overrun(t_ref, overrun)
+                safety.record_overrun(t_ref, overrun, behind)
             if sink is not None:
                 try:
                     sink.append(self._row(t_ref, pos, vel, pos_ref, vel_ref, acc_ref, fb, u, ff,
@@ -304,6 +319,7 @@ class ControlLoop:
             if progress is not None and k % progress_every == 0:
                 progress(t_ref, self.duration_s)
             k += 1
+            self.missed_deadlines = missed
             if stopping_at >= 0 and (stop.finished or not backend.enabled):
                 self._k = k
                 backend.disable()

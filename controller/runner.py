@@ -150,6 +150,7 @@ def summarize(log_path: Path, result: RunResult | None = None) -> dict[str, Any]
         summary["wall_s"] = result.wall_s
         summary["realtime_factor"] = (result.duration_s / result.wall_s) if result.wall_s > 0 else math.nan
         summary["overruns"] = result.overruns
+        summary["missed_deadlines"] = result.missed_deadlines
         summary["drive_enabled_at_exit"] = result.drive_enabled_at_exit
     summary["log"] = str(log_path)
     return summary

@@ -155,14 +155,21 @@ class SafetyMonitor:
                              f"drive temperature {temp:.1f} °C beyond {cfg.max_temperature_c:g}", t_s)
         return FaultKind.NONE
 
-    def record_overrun(self, t_s: float, overrun: bool) -> FaultKind:
-        """Apply the overrun policy for this tick's timing."""
+    def record_overrun(self, t_s: float, overrun: bool, missed: int = 0) -> FaultKind:
+        """Apply the overrun policy for this tick's timing: ``overrun`` (the tick ended after
+        the next deadline) counts towards ``max_consecutive``; every missed deadline (``missed``
+        deadlines skipped before this tick, and an overrunning tick itself) towards
+        ``max_per_second``. One stall of n periods is one overrun and n missed deadlines."""
+        times = self._overrun_times
+        for _ in range(missed):
+            times.append(t_s)
         if not overrun:
             self._consecutive_overruns = 0
+            if missed:
+                return self._per_second(t_s)
             return self.fault
         self.overruns += 1
         self._consecutive_overruns += 1
-        times = self._overrun_times
         times.append(t_s)
         while times and times[0] <= t_s - 1.0:
             times.popleft()
@@ -171,6 +178,12 @@ class SafetyMonitor:
         if self._consecutive_overruns >= self.policy.max_consecutive:
             return self.trip(FaultKind.OVERRUN,
                              f"{self._consecutive_overruns} consecutive overruns", t_s)
+        return self._per_second(t_s)
+
+    def _per_second(self, t_s: float) -> FaultKind:
+        times = self._overrun_times
+        while times and times[0] <= t_s - 1.0:
+            times.popleft()
         if len(times) >= self.policy.max_per_second:
-            return self.trip(FaultKind.OVERRUN, f"{len(times)} overruns within 1 s", t_s)
+            return self.trip(FaultKind.OVERRUN, f"{len(times)} missed deadlines within 1 s", t_s)
         return self.fault
