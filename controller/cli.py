@@ -127,8 +127,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .rt import realtime_setup
     from .runner import Session, print_summary, run_session
 
+    from .latch import latch_from_summary, refuse_if_latched, state_dir
+
     cfg = _load(args)
     cfg.check_real_clock()
+    latch_dir = state_dir(args.state_dir)
+    refuse_if_latched(latch_dir)  # before anything opens: a latched fault enables nothing
     scenario = cfg.scenario(args.scenario)
     duration = args.duration if args.duration is not None else scenario.duration_s
     for message in realtime_setup(cfg.loop):
@@ -149,7 +153,43 @@ def cmd_run(args: argparse.Namespace) -> int:
         if capture is not None:
             capture.stop()
     print_summary(summary, f"run {args.scenario} on {cfg.drive.protocol}")
+    _latch(latch_from_summary(latch_dir, summary, command="run", protocol=cfg.drive.protocol,
+                              scenario=args.scenario))
     return _exit_code(summary)
+
+
+def _latch(path: Path | None) -> None:
+    if path is not None:
+        print(f"frictionctl: the fault is latched in {path}: the next run refuses to enable "
+              f"until `frictionctl reset`", file=sys.stderr)
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    """Show and clear a latched fault; with --drive, also reset the configured drive's fault."""
+    from .latch import clear_latch, describe, read_latch, state_dir
+
+    directory = state_dir(args.state_dir)
+    record = read_latch(directory)
+    print(f"latched: {describe(record)}" if record else f"no fault latched in {directory}")
+    if args.drive:
+        from drivers.registry import backend_class
+
+        from .clock import RealClock
+
+        cfg = _load(args)
+        if cfg.drive.protocol == "sim":
+            raise UsageError("--drive: drive.protocol is sim: there is no drive fault to reset")
+        backend = backend_class(cfg.drive.protocol).from_config(cfg, RealClock(cfg.loop.spin_s))
+        try:
+            backend.open()
+            backend.reset_fault()
+            print(f"drive fault reset on {cfg.drive.protocol}")
+        finally:
+            backend.close()
+    if record is not None:
+        clear_latch(directory)
+        print("cleared")
+    return 0
 
 
 def _run_capture(args: argparse.Namespace, cfg):
@@ -230,9 +270,13 @@ def cmd_hil(args: argparse.Namespace) -> int:
         print(f"frictionctl: drive.watchdog_timeout_s {cfg.drive.watchdog_timeout_s:g} s is within 3 loop "
               f"periods: the emulated drive's watchdog is set to {wd:.3g} s", file=sys.stderr)
         cfg = dataclasses.replace(cfg, drive=dataclasses.replace(cfg.drive, watchdog_timeout_s=wd))
-    if args.realtime:
+    latch_dir = None
+    if args.realtime:  # the real clock latches like `run`; lockstep does not
+        from .latch import refuse_if_latched, state_dir
         from .rt import realtime_setup
 
+        latch_dir = state_dir(args.state_dir)
+        refuse_if_latched(latch_dir)
         for message in realtime_setup(cfg.loop):
             print(f"frictionctl: {message}", file=sys.stderr)
     progress = Progress(f"hil {args.protocol} {args.scenario}")
@@ -244,6 +288,11 @@ def cmd_hil(args: argparse.Namespace) -> int:
                       separate_process=args.process)
     progress.done()
     print_summary(summary, f"hil {args.protocol} {args.scenario}")
+    if latch_dir is not None:
+        from .latch import latch_from_summary
+
+        _latch(latch_from_summary(latch_dir, summary, command="hil --realtime",
+                                  protocol=args.protocol, scenario=args.scenario))
     return _exit_code(summary)
 
 
@@ -513,6 +562,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="friction compensation mode (default: controller.compensation)")
     p.add_argument("--duration", type=_duration, default=None,
                    help="seconds (default: the scenario's)")
+    p.add_argument("--state-dir", default=None, metavar="DIR",
+                   help="where a latched fault is kept (default: $FRICTIONCTL_STATE_DIR, else "
+                        "$XDG_STATE_HOME/frictionctl or ~/.local/state/frictionctl)")
     p.add_argument("--capture", default=None, metavar="FILE",
                    help="record the drive link: CAN in a python-can format by extension (.log "
                         "candump, .asc, .blf, .csv; replay reads it), serial (odrive_ascii) as "
@@ -529,6 +581,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=_duration, default=None, help="seconds (default: the scenario's)")
     p.add_argument("--rate", type=float, default=None, help="loop rate [Hz] (default: loop.rate_hz)")
     p.add_argument("--realtime", action="store_true", help="real clock; the emulator follows wall time")
+    p.add_argument("--state-dir", default=None, metavar="DIR",
+                   help="--realtime: where a latched fault is kept (as for run)")
     p.add_argument("--process", action="store_true",
                    help="with --realtime, CAN: the emulator in its own process over udp_multicast "
                         "(needs msgpack)")
@@ -578,6 +632,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation, log, replay)")
     p.add_argument("which", choices=sorted(BENCHMARKS), help="which benchmark")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (--help)")
+
+    p = add("reset", cmd_reset, "show and clear a fault latched by run or hil --realtime")
+    p.add_argument("--state-dir", default=None, metavar="DIR",
+                   help="where the latched fault is kept (default: as for run)")
+    p.add_argument("--drive", action="store_true",
+                   help="also reset the fault of the drive in --config (drive.protocol)")
+    p.add_argument("--config", default=DEFAULT_CONFIG,
+                   help="with --drive: config file or shipped config name (default: turntable)")
 
     p = add("config", cmd_config, "the shipped configs: list them, show one, or write one out "
                                   "to edit")

@@ -128,6 +128,9 @@ class ControlLoop:
 
     # --- the run -------------------------------------------------------------------------------
     def run(self) -> RunResult:
+        if self.safety.faulted:  # a latched fault enables nothing: reset it explicitly first
+            raise FrictionctlError(f"fault latched ({self.safety.fault.name}: {self.safety.message}): "
+                                   f"the drive is not enabled until the fault is reset")
         backend = self.backend
         wall0 = time.perf_counter()
         gc_was_enabled = gc.isenabled()

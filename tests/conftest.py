@@ -47,6 +47,15 @@ def sim(cfg: Config, out: Path, *, scenario: str = "creep", duration_s: float | 
     return summary, read_log(out / "run.fctl"), backend
 
 
+@pytest.fixture(autouse=True)
+def private_state_dir(tmp_path_factory, monkeypatch):
+    """Every test latches faults in a directory of its own, never the user's state dir (and a
+    fault latched by one test never refuses the next)."""
+    directory = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("FRICTIONCTL_STATE_DIR", str(directory))
+    return directory
+
+
 @pytest.fixture
 def ref_cfg() -> Config:
     return reference_config()

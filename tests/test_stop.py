@@ -79,3 +79,24 @@ def test_inverted_sign_is_torque_off_with_no_push_the_wrong_way(ref_cfg, tmp_pat
     speed = np.abs(run["vel_rad_s"][k:])
     assert np.all(speed[1:] <= speed[0] + 1e-9)  # no speed rise after the STO
     assert not backend.enabled and summary["faults"]
+
+
+def test_a_loop_with_a_latched_fault_never_enables_again(ref_cfg):
+    from controller.clock import SimClock
+    from controller.loop import ControlLoop
+    from controller.reference import make_reference
+    from drivers.errors import FrictionctlError
+    from hil.sim_backend import SimBackend
+
+    sc = ref_cfg.scenario("creep")
+    clock = SimClock()
+    backend = SimBackend(ref_cfg, clock, seed=1, scenario=sc)
+    backend.inject_at(0.2, "drive_fault")
+    loop = ControlLoop(ref_cfg, backend, clock,
+                       make_reference(sc.reference, ref_cfg.plant.encoder.rad_per_count, 0.5), 0.5)
+    assert loop.run().faults
+    enables = []
+    backend.enable = lambda *a, **k: enables.append(1)  # noqa: E731 - record any enable attempt
+    with pytest.raises(FrictionctlError, match="fault latched"):
+        loop.run()
+    assert enables == [] and not backend.enabled
