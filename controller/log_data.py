@@ -95,7 +95,9 @@ def code_names(run: "RunLog", column: str) -> dict[int, str]:
         from drivers.backend import DriveState
 
         return {int(s): s.name for s in DriveState}
-    return {0: "RUNNING"}
+    from .stop import StopPhase
+
+    return {int(p): p.name for p in StopPhase}
 
 
 def name_codes(values: np.ndarray, names: dict[int, str]) -> list[str]:

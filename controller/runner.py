@@ -28,6 +28,7 @@ from .metrics import lateness_metrics, tracking_metrics
 from .reference import Reference
 from .runlog import RunLogWriter, read_log
 from .safety import FaultKind
+from .stop import StopPhase
 from .schema import to_plain
 
 LOG_NAME = "run.fctl"
@@ -76,6 +77,7 @@ def _header(cfg: Config, s: Session, compensator: Compensator) -> dict[str, Any]
         "versions": versions(),
         "fault_kinds": {k.value: k.name for k in FaultKind},
         "drive_states": {d.value: d.name for d in DriveState},
+        "stop_phases": {p.value: p.name for p in StopPhase},
         "clock": "simulated" if s.clock.simulated else "real",
         "constant_speed_window": s.reference.constant_speed_window,
         "reversals": s.reference.reversals(s.duration_s),

@@ -71,6 +71,8 @@ def test_cli_export_names_codes_with_a_units_sidecar(faulted, tmp_path):
     assert len(rows) == len(log)
     first = int(np.argmax(log["fault"] != 0))
     assert rows[first]["fault"] == "DRIVE_FAULT" and rows[0]["fault"] == "NONE"
+    if "stop_phase" in log.columns:  # the stop category by name too (a drive fault: torque off)
+        assert rows[0]["stop_phase"] == "RUN" and rows[-1]["stop_phase"] in ("STO", "DISABLED")
     assert float(rows[first]["pos_rad"]) == log["pos_rad"][first]  # round-trip exact
     side = json.loads((tmp_path / "run.csv.json").read_text())
     assert side["units"]["torque_cmd_nm"] == "N·m" and side["codes"]["fault"]["2"] == "DRIVE_FAULT"
