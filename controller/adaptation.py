@@ -25,6 +25,12 @@ def _require_resolved(cfg: AdaptationConfig) -> None:
                          "(estimation_config.resolve_adaptation derives them from the set)")
 
 
+def _resolved(value: float | None) -> float:
+    """A threshold that :func:`_require_resolved` has checked (typed as a plain float)."""
+    assert value is not None
+    return value
+
+
 class SlidingGate:
     """Sliding direction with a settling time: ``step`` returns sgn(v) once |v| has stayed in
     [lo, hi) with one sign for ``holdoff_s``, else 0. Entering the band or reversing restarts the
@@ -73,12 +79,15 @@ class FcAdapter:
     """
 
     __slots__ = ("cfg", "gate", "scale", "fc_nominal_nm", "direction", "active", "at_bound",
-                 "_gain")
+                 "_gain", "_rate_limit_nm_s", "_fc_min_nm", "_fc_max_nm")
 
     def __init__(self, cfg: AdaptationConfig, fc_nominal_nm: float) -> None:
         _require_resolved(cfg)
         self.cfg = cfg
-        self.gate = SlidingGate(cfg.gate_velocity_rad_s, math.inf, cfg.reversal_holdoff_s)
+        self.gate = SlidingGate(_resolved(cfg.gate_velocity_rad_s), math.inf, cfg.reversal_holdoff_s)
+        self._rate_limit_nm_s = _resolved(cfg.rate_limit_nm_s)
+        self._fc_min_nm = _resolved(cfg.fc_min_nm)
+        self._fc_max_nm = _resolved(cfg.fc_max_nm)
         self.fc_nominal_nm = fc_nominal_nm
         self._gain = 1.0 / cfg.time_constant_s
         self.reset()
@@ -104,18 +113,18 @@ class FcAdapter:
         self.active = active = bool(direction) and not hold and self.cfg.enabled
         if not active:
             return self.scale
-        cfg = self.cfg
         fc_nom = self.fc_nominal_nm
         delta = dt_s * self._gain * residual_nm * direction  # [N·m]
-        limit = cfg.rate_limit_nm_s * dt_s
+        limit = self._rate_limit_nm_s * dt_s
         if delta > limit:
             delta = limit
         elif delta < -limit:
             delta = -limit
         fc = self.scale * fc_nom + delta
-        self.at_bound = not cfg.fc_min_nm <= fc <= cfg.fc_max_nm
+        fc_min, fc_max = self._fc_min_nm, self._fc_max_nm
+        self.at_bound = not fc_min <= fc <= fc_max
         if self.at_bound:
-            fc = cfg.fc_max_nm if fc > cfg.fc_max_nm else cfg.fc_min_nm
+            fc = fc_max if fc > fc_max else fc_min
         self.scale = fc / fc_nom
         return self.scale
 
@@ -135,14 +144,17 @@ class DriftMonitor:
     """
 
     __slots__ = ("cfg", "low_gate", "high_gate", "low_mean_nm", "high_mean_nm", "high_seen_s",
-                 "evidence_s", "reidentify")
+                 "evidence_s", "reidentify", "_low_threshold_nm", "_high_threshold_nm")
 
     def __init__(self, cfg: AdaptationConfig) -> None:
         _require_resolved(cfg)
         self.cfg = cfg
         lo, hi = cfg.drift_low_band_vs
         self.low_gate = SlidingGate(lo, hi, cfg.reversal_holdoff_s)  # bounds set per step from vs
-        self.high_gate = SlidingGate(cfg.gate_velocity_rad_s, math.inf, cfg.reversal_holdoff_s)
+        self.high_gate = SlidingGate(_resolved(cfg.gate_velocity_rad_s), math.inf,
+                                     cfg.reversal_holdoff_s)
+        self._low_threshold_nm = _resolved(cfg.drift_low_threshold_nm)
+        self._high_threshold_nm = _resolved(cfg.drift_high_threshold_nm)
         self.reset()
 
     def reset(self) -> None:
@@ -174,15 +186,15 @@ class DriftMonitor:
         self.low_mean_nm += k * (residual_nm * low - self.low_mean_nm)
         low_abs = abs(self.low_mean_nm)
         if not self.reidentify:
-            moved = (low_abs > cfg.drift_low_threshold_nm
-                     and abs(self.high_mean_nm) < cfg.drift_high_threshold_nm
+            moved = (low_abs > self._low_threshold_nm
+                     and abs(self.high_mean_nm) < self._high_threshold_nm
                      and self.high_seen_s >= cfg.drift_time_constant_s)
             self.evidence_s = self.evidence_s + dt_s if moved else max(0.0, self.evidence_s - dt_s)
             if self.evidence_s >= cfg.drift_persist_s:
                 self.reidentify = True
                 self.evidence_s = 0.0
         else:
-            cleared = low_abs < cfg.drift_clear_ratio * cfg.drift_low_threshold_nm
+            cleared = low_abs < cfg.drift_clear_ratio * self._low_threshold_nm
             self.evidence_s = self.evidence_s + dt_s if cleared else max(0.0, self.evidence_s - dt_s)
             if self.evidence_s >= cfg.drift_persist_s:
                 self.reidentify = False
