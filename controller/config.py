@@ -158,7 +158,7 @@ class ControllerConfig:
 class OverrunPolicy:
     warn: bool = True
     max_consecutive: int = 5  # fault after this many overruns in a row
-    max_per_second: int = 50  # fault after this many overruns within one second
+    max_per_second: int = 50  # fault after this many missed deadlines within one second
 
     def __post_init__(self) -> None:
         require(self.max_consecutive >= 1, "max_consecutive", f"must be >= 1, got {self.max_consecutive}")
