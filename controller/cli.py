@@ -140,16 +140,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     clock = RealClock(cfg.loop.spin_s)
     cls = backend_class(cfg.drive.protocol)
     capture = _run_capture(args, cfg)  # before the drive link opens
+    backend = None
     try:
         if cfg.drive.protocol == "sim":
             backend = cls(cfg, clock, seed=args.seed, scenario=scenario)
         else:
             backend = cls.from_config(cfg, clock, **(capture.backend_kwargs if capture else {}))
+        if cfg.drive.protocol != "sim":
+            _first_contact(cfg, backend)  # the link opens, or one line and exit 2: no log written
         reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
         session = Session(backend=backend, clock=clock, reference=reference, duration_s=duration,
                           scenario=args.scenario, seed=args.seed, compensation=args.compensation)
         summary = run_session(cfg, session, Path(args.out), on_loop=_live_hook(args, status=True))
     finally:
+        if backend is not None:
+            backend.close()  # disables first if still enabled; safe to call twice
         if capture is not None:
             capture.stop()
     print_summary(summary, f"run {args.scenario} on {cfg.drive.protocol}")
@@ -190,6 +195,27 @@ def cmd_reset(args: argparse.Namespace) -> int:
         clear_latch(directory)
         print("cleared")
     return 0
+
+
+def _first_contact(cfg, backend) -> None:
+    """Open the drive link before anything else: a bus, channel, port or node that is not there
+    is one line naming the setting, with a hint (exit 2), not a 0-tick run."""
+    d = cfg.drive
+    if d.protocol == "odrive_ascii":
+        setting, hint = f"drive.port {d.port!r}", "is the adapter plugged in, the path right (ls /dev/tty*)?"
+    else:
+        setting = f"drive.interface {d.interface!r} / drive.channel {d.channel!r}"
+        hint = ("is the interface up (ip link show), its driver installed, the bitrate "
+                f"{d.bitrate} right?")
+        if d.interface == "virtual":
+            print("frictionctl: warning: drive.interface is 'virtual', python-can's in-process test "
+                  "bus: only an emulator in this process can answer", file=sys.stderr)
+    try:
+        backend.open()
+    except Exception as err:  # noqa: BLE001 - vendor and OS errors included: all are "no link"
+        backend.close()
+        raise UsageError(f"{setting}: cannot open the link to the drive: "
+                         f"{str(err).splitlines()[0] if str(err) else type(err).__name__} ({hint})") from None
 
 
 def _run_capture(args: argparse.Namespace, cfg):

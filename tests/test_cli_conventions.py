@@ -167,3 +167,20 @@ def test_real_clock_refuses_a_receive_timeout_past_the_stale_window(tmp_path, ba
     rc = cli.main(["run", "--config", str(_write(tmp_path, data)), "--scenario", "creep",
                    "--out", str(out)])
     assert rc == 2 and not out.exists()  # refused before the link opens or a log is written
+
+
+@pytest.mark.parametrize("drive, names", [
+    ({"protocol": "odrive_can", "interface": "socketcan", "channel": "vcan9"}, "drive.channel 'vcan9'"),
+    ({"protocol": "cia402", "interface": "socketcann", "channel": "can0"}, "drive.interface 'socketcann'"),
+])
+def test_first_contact_failure_is_one_line_and_writes_nothing(tmp_path, base, capsys, drive, names):
+    data = copy.deepcopy(base)
+    data["drive"].update(drive)
+    out = tmp_path / "out"
+    rc = cli.main(["run", "--config", str(_write(tmp_path, data)), "--scenario", "creep",
+                   "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("frictionctl: error: drive.interface") and names in err[0]
+    assert "cannot open the link" in err[0] and "Traceback" not in err[0]
+    assert not out.exists()  # no log, no report, no table of nan
