@@ -41,9 +41,11 @@ def _serve(args: argparse.Namespace) -> int:
         from .emu_odrive_can import ODriveCanEmulator
         from .odrive_axis import EmuMode
 
+        from .hil_session import emulated_watchdog_s
+
         emulator = ODriveCanEmulator(cfg.plant, channel=args.channel, interface=INTERFACE,
                                      node_id=args.node_id, seed=args.seed, mode=EmuMode.REALTIME,
-                                     dt_s=dt)
+                                     dt_s=dt, watchdog_timeout_s=emulated_watchdog_s(cfg, True))
         stop_emulator = emulator.stop
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import uuid
 from pathlib import Path
@@ -63,6 +64,15 @@ def ascii_rate_limit(cfg: Config) -> float:
 
     d = cfg.drive
     return max_rate_for_baud(d.baudrate, d.axis, d.checksum, d.status_every_ticks > 0)
+
+
+def emulated_watchdog_s(cfg: Config, realtime: bool) -> float | None:
+    """The emulated ODrive's axis watchdog: what the drive would be configured with
+    (``drive.watchdog_timeout_s``; CAN Simple cannot set it, a real drive is set up with its own
+    tool). On the real clock only: in lockstep the plant waits for each command, so a wall-time
+    watchdog would trip on a loaded machine without anything being wrong."""
+    wd = cfg.drive.watchdog_timeout_s
+    return wd if realtime and math.isfinite(wd) else None
 
 
 @contextlib.contextmanager
@@ -164,7 +174,8 @@ def hil_rig(cfg: Config, protocol: str, *, realtime: bool = False, seed: int = 0
             emulator = ODriveCanEmulator(
                 plant_cfg, channel=channel, node_id=cfg.drive.node_id, seed=seed,
                 mode=EmuMode.REALTIME if realtime else EmuMode.LOCKSTEP, dt_s=dt,
-                cyclic_feedback=cfg.drive.cyclic_feedback, capture=capture)
+                cyclic_feedback=cfg.drive.cyclic_feedback, capture=capture,
+                watchdog_timeout_s=emulated_watchdog_s(cfg, realtime))
             emulator.start()
             stack.callback(emulator.stop)
             backend = ODriveCanBackend.from_config(cfg, clock)

@@ -459,3 +459,25 @@ def test_bus_budget() -> None:
     assert can_frame_bits(0) == 55 and can_frame_bits(8) == 135  # worst-case stuffing
     assert tick_bits(cyclic_feedback=False) == 515 and tick_bits(cyclic_feedback=True) == 405
     assert max_rate_for_bitrate(1_000_000, False) == pytest.approx(0.8e6 / 515)
+
+
+def test_hil_emulated_drive_watchdog_idles_a_silent_controller(ref_cfg) -> None:
+    """The HIL bench's emulated ODrive runs the watchdog the config states: a controller that
+    stops talking (SIGSTOP, kill -9) leaves the axis IDLE with zero current, not torque applied."""
+    from hil.hil_session import hil_rig
+    from hil.odrive_axis import AxisState
+
+    cfg = dataclasses.replace(ref_cfg, drive=dataclasses.replace(
+        ref_cfg.drive, watchdog_timeout_s=0.05, heartbeat_timeout_s=0.5))
+    with hil_rig(cfg, "odrive_can", realtime=True, seed=1) as rig:
+        rig.backend.open()
+        rig.backend.enable()
+        rig.backend.write(0.3)
+        axis = rig.emulator.axis
+        assert axis.state == AxisState.CLOSED_LOOP_CONTROL
+        deadline = time.monotonic() + 2.0  # the controller is silent from here on
+        while axis.state == AxisState.CLOSED_LOOP_CONTROL and time.monotonic() < deadline:
+            time.sleep(0.01)  # wall time is what the drive's watchdog counts
+        assert axis.state == AxisState.IDLE
+        assert axis.heartbeat().axis_error != 0  # WATCHDOG_TIMER_EXPIRED
+        assert axis.current_command_a() == 0.0
