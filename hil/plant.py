@@ -77,6 +77,11 @@ class Turntable:
         self.cfg = cfg
         self._rng = np.random.default_rng(seed)
         self._noise: list[float] = []  # a block of standard normal draws, used from the end
+        # one current-sensor sample per plant instant: reading again before the plant moves
+        # (a drive answering several requests in one period) gives the same sample, so the
+        # noise sequence does not depend on how often, or how soon in wall time, it is read
+        self._noise_t = math.nan
+        self._noise_sample = 0.0
         self._fc_profile = cfg.fc_profile if fc_profile is None else fc_profile
         self.J = cfg.J
         self.Kt = cfg.Kt
@@ -163,10 +168,13 @@ class Turntable:
         sensor = self.cfg.current_sensor
         i = self.current_a
         if sensor.noise_std_a:
-            noise = self._noise
-            if not noise:  # draw in blocks: one numpy call per 4096 samples, not one per tick
-                noise.extend(self._rng.standard_normal(4096).tolist())
-            i += sensor.noise_std_a * noise.pop()
+            if self.t_s != self._noise_t:
+                noise = self._noise
+                if not noise:  # draw in blocks: one numpy call per 4096 samples, not one per tick
+                    noise.extend(self._rng.standard_normal(4096).tolist())
+                self._noise_sample = noise.pop()
+                self._noise_t = self.t_s
+            i += sensor.noise_std_a * self._noise_sample
         if sensor.resolution_a:
             i = round(i / sensor.resolution_a) * sensor.resolution_a
         return PlantMeasurement(counts * self._rad_per_count, counts, i)

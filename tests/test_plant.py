@@ -292,3 +292,22 @@ def test_substeps_resolve_the_bristle_period(shipped):
         assert dt / n <= period / 20 * (1 + 1e-12)
     stiff = dataclasses.replace(shipped, friction=_fric(shipped).scaled(sigma0=1000.0))
     assert Turntable(stiff).substeps(1e-3) >= math.ceil(1e-3 / (2 * math.pi * math.sqrt(shipped.J / 3e7) / 20))
+
+
+# --- the current sensor: one sample per plant instant -------------------------------------------
+
+
+def test_current_noise_is_one_sample_per_plant_instant(shipped):
+    """A drive that answers several requests within one period reads the same sensor sample, so
+    the noise sequence (and a lockstep HIL run) does not depend on how often it is read."""
+    read_once, read_thrice = Turntable(shipped, seed=3), Turntable(shipped, seed=3)
+    once, thrice = [], []
+    for _ in range(50):
+        once.append(read_once.measure().current_a)
+        samples = [read_thrice.measure().current_a for _ in range(3)]
+        assert samples[0] == samples[1] == samples[2]
+        thrice.append(samples[0])
+        read_once.advance(0.05, DT)
+        read_thrice.advance(0.05, DT)
+    assert once == thrice
+    assert len(set(once)) > 3  # the noise is really there and moves with the plant
