@@ -14,6 +14,7 @@ from typing import Any, Literal, Optional
 from .friction import DirectionalParams, FrictionParams, LuGreParams
 from .estimation_config import AdaptationConfig, ObserverConfig, ScheduleConfig, check_anchored
 from .gains import PIDGains
+from .units import AXES, AxisKind, AxisUnits, axis_units
 from .schema import ConfigError, load_yaml, parse, parse_dataclass, prefixed, register_parser, require
 
 Protocol = Literal["sim", "cia402", "odrive_can", "odrive_ascii"]
@@ -75,13 +76,20 @@ class CurrentSensorConfig:
 
 @dataclass(frozen=True)
 class EncoderConfig:
-    counts_per_rev: int = 2**24  # [counts/rev]
+    counts_per_rev: int = 2**24  # rotary axis [counts/rev]
+    counts_per_m: Optional[float] = None  # linear axis (units: linear, required there) [counts/m]
 
     def __post_init__(self) -> None:
         require(self.counts_per_rev >= 4, "counts_per_rev", f"must be >= 4, got {self.counts_per_rev}")
+        if self.counts_per_m is not None:
+            require(math.isfinite(self.counts_per_m) and self.counts_per_m > 0, "counts_per_m",
+                    f"must be > 0 and finite, got {self.counts_per_m}")
 
     @property
     def rad_per_count(self) -> float:
+        """One count in the axis' length unit: rad (counts_per_rev) or m (counts_per_m)."""
+        if self.counts_per_m is not None:
+            return 1.0 / self.counts_per_m
         return 2.0 * math.pi / self.counts_per_rev
 
 
@@ -106,7 +114,7 @@ class PlantConfig:
 
     def __post_init__(self) -> None:
         require(math.isfinite(self.J) and self.J > 0, "J", f"must be > 0 and finite, got {self.J}")
-        check_torque_constant(self.Kt)
+        check_torque_constant(self.Kt, WIDEST)
         require(self.min_substeps >= 1, "min_substeps", f"must be >= 1, got {self.min_substeps}")
         last_t = -math.inf
         for i, (t, scale) in enumerate(self.fc_profile):
@@ -144,7 +152,7 @@ class ControllerConfig:
 
     def __post_init__(self) -> None:
         require(math.isfinite(self.J) and self.J > 0, "J", f"must be > 0 and finite, got {self.J}")
-        check_torque_constant(self.Kt)
+        check_torque_constant(self.Kt, WIDEST)
         require(self.feedforward_v_eps >= 0, "feedforward_v_eps",
                f"must be >= 0, got {self.feedforward_v_eps}")
         if self.schedule is not None:  # a schedule is anchored to the believed set
@@ -205,13 +213,9 @@ class SafetyConfig:
 
     def __post_init__(self) -> None:
         # Documented ranges (README, configuration reference): every limit finite — a safety
-        # limit of .inf is no limit — and inside what any turntable or stage could mean.
-        for name, low, high in SAFETY_RANGES:
-            value = getattr(self, name)
-            require(math.isfinite(value) and low <= value <= high and (low > 0 or name in _MAY_BE_ZERO
-                                                                       or value > 0),
-                    name, f"must be finite and in {'[' if name in _MAY_BE_ZERO else '('}{low:g}, "
-                          f"{high:g}], got {value}")
+        # limit of .inf is no limit — and inside what any turntable or stage could mean (here
+        # the widest kind of axis; Config checks again with its own kind, ``units``).
+        check_safety_ranges(self, WIDEST)
         require(math.isfinite(self.hold_s) and 0 <= self.hold_s <= 600, "hold_s",
                 f"must be finite and in [0, 600] s, got {self.hold_s}")
         if self.stop_decel_rad_s2 is not None:
@@ -225,27 +229,47 @@ class SafetyConfig:
                                      f"got {self.max_temperature_c}")
 
 
-# (field, low, high) of each SafetyConfig limit; low is exclusive unless the field may be 0.
-SAFETY_RANGES: tuple[tuple[str, float, float], ...] = (
-    ("torque_limit_nm", 0.0, 1e4),
-    ("velocity_limit_rad_s", 0.0, 1e4),
-    ("following_error_floor_rad", 0.0, 10.0),
-    ("following_error_per_speed_s", 0.0, 10.0),
-    ("standstill_window_rad", 0.0, 10.0),
-    ("standstill_after_s", 0.0, 60.0),
-    ("stop_ramp_s", 0.0, 10.0),
-)
+def safety_ranges(axis: AxisUnits) -> tuple[tuple[str, float, float], ...]:
+    """(field, low, high) of each SafetyConfig limit for a kind of axis; low is exclusive
+    unless the field may be 0. Force, speed and length bounds are the axis' own
+    (:mod:`controller.units`: what any such axis could mean); times are the same for both."""
+    return (
+        ("torque_limit_nm", 0.0, axis.max_force),
+        ("velocity_limit_rad_s", 0.0, axis.max_speed),
+        ("following_error_floor_rad", 0.0, axis.max_length),
+        ("following_error_per_speed_s", 0.0, 10.0),
+        ("standstill_window_rad", 0.0, axis.max_length),
+        ("standstill_after_s", 0.0, 60.0),
+        ("stop_ramp_s", 0.0, 10.0),
+    )
+
+
+SAFETY_RANGES = safety_ranges(AXES["rotary"])  # the turntable's (the default kind of axis)
 _MAY_BE_ZERO = frozenset({"following_error_per_speed_s", "standstill_after_s", "stop_ramp_s"})
 MAX_STALE_TICKS = 1000
-# A torque (force) constant above this is a unit mistake (mN·m/A for N·m/A): the largest
-# direct-drive torque motors are a few tens of N·m/A.
-MAX_KT = 100.0
+# The widest bounds of any kind of axis: what a section checks on its own, before Config knows
+# the kind (a constructed PlantConfig or SafetyConfig still refuses inf, NaN and <= 0).
+WIDEST = AxisUnits("rotary", **{name: max(getattr(a, name) for a in AXES.values())
+                                for name in ("max_force_constant", "max_force", "max_speed",
+                                             "max_length")})
+MAX_KT = AXES["rotary"].max_force_constant
 
 
-def check_torque_constant(Kt: float) -> None:
-    require(math.isfinite(Kt) and 0 < Kt <= MAX_KT, "Kt",
-            f"must be > 0 and <= {MAX_KT:g} N·m/A, got {Kt}"
-            + (" (mN·m/A? the unit is N·m/A)" if Kt > MAX_KT else ""))
+def check_safety_ranges(safety: "SafetyConfig", axis: AxisUnits, prefix: str = "") -> None:
+    for name, low, high in safety_ranges(axis):
+        value = getattr(safety, name)
+        require(math.isfinite(value) and low <= value <= high and (low > 0 or name in _MAY_BE_ZERO
+                                                                   or value > 0),
+                prefix + name, f"must be finite and in {'[' if name in _MAY_BE_ZERO else '('}{low:g}, "
+                               f"{high:g}], got {value}")
+
+
+def check_torque_constant(Kt: float, axis: AxisUnits, name: str = "Kt") -> None:
+    """A torque (force) constant above the axis' bound is a unit mistake (mN·m/A for N·m/A)."""
+    unit, top = axis.of("N·m/A"), axis.max_force_constant
+    require(math.isfinite(Kt) and 0 < Kt <= top, name,
+            f"must be > 0 and <= {top:g} {unit}, got {Kt}"
+            + (f" (m{unit}? the unit is {unit})" if Kt > top else ""))
 
 
 @dataclass(frozen=True)
@@ -325,6 +349,9 @@ class ReferenceConfig:
             require(self.velocity_rad_s > 0, "velocity_rad_s", f"must be > 0 for a scan, got {self.velocity_rad_s}")
 
 
+DEFAULT_PAYLOAD_RADIUS_M = 0.1  # [m], a rotary payload's radius of gyration when not given
+
+
 @dataclass(frozen=True)
 class PlantChange:
     """A step change at time ``at_s`` (the schedule scenario): the plant changes, and the
@@ -332,7 +359,9 @@ class PlantChange:
 
     at_s: float  # [s]
     payload_kg: Optional[float] = None  # new payload mass [kg]
-    payload_radius_m: float = 0.1  # radius of gyration of the payload [m]: ΔJ = m·r²
+    # rotary: radius of gyration of the payload [m], ΔJ = m·r² (null: 0.1 m); linear: must be
+    # null, the payload's mass adds to the moving mass (ΔM = m)
+    payload_radius_m: Optional[float] = None
     temperature_c: Optional[float] = None  # new drive temperature [°C]
     fc_scale: Optional[float] = None  # new factor on the plant's Fc and Fs [-]
 
@@ -340,6 +369,18 @@ class PlantChange:
         require(self.at_s >= 0, "at_s", f"must be >= 0, got {self.at_s}")
         if self.payload_kg is not None:
             require(self.payload_kg >= 0, "payload_kg", f"must be >= 0, got {self.payload_kg}")
+        if self.payload_radius_m is not None:
+            require(math.isfinite(self.payload_radius_m) and self.payload_radius_m >= 0,
+                    "payload_radius_m", f"must be >= 0 and finite, got {self.payload_radius_m}")
+
+    def added_inertia(self, units: AxisKind) -> float:
+        """What the payload adds to J [kg·m²] or to the moving mass [kg] (0 without one)."""
+        if self.payload_kg is None:
+            return 0.0
+        if units == "linear":
+            return self.payload_kg
+        r = DEFAULT_PAYLOAD_RADIUS_M if self.payload_radius_m is None else self.payload_radius_m
+        return self.payload_kg * r * r
         if self.fc_scale is not None:
             require(self.fc_scale > 0, "fc_scale", f"must be > 0, got {self.fc_scale}")
 
@@ -369,8 +410,12 @@ class Config:
     drive: DriveConfig = field(default_factory=DriveConfig)
     scenarios: dict[str, ScenarioConfig] = field(default_factory=dict)
     description: str = ""
+    # rotary: rad, rad/s, N·m, N·m/A, kg·m², counts/rev; linear: m, m/s, N, N/A, kg, counts/m —
+    # the same keys (``velocity_rad_s`` holds m/s, ``torque_limit_nm`` N, ``J`` the moving mass)
+    units: AxisKind = "rotary"
 
     def __post_init__(self) -> None:
+        self._check_units()
         # Against the loop period: stale feedback is detected within 1 s at most (the drive
         # watchdog against the period is each driver's check; see also check_real_clock).
         dt = self.loop.dt_s
@@ -378,6 +423,34 @@ class Config:
         require(self.safety.stale_ticks * dt <= 1.0, "safety.stale_ticks",
                 f"{self.safety.stale_ticks} ticks at {self.loop.rate_hz:g} Hz is {stale_s:g} s "
                 f"without feedback: must be <= 1 s")
+
+    @property
+    def axis(self) -> AxisUnits:
+        """Unit names and plausibility bounds of this kind of axis (:mod:`controller.units`)."""
+        return axis_units(self.units)
+
+    def _check_units(self) -> None:
+        """What depends on the kind of axis: the force-constant and safety bounds, the encoder's
+        scale, a payload's inertia, and where the axis can run."""
+        axis = self.axis
+        check_torque_constant(self.plant.Kt, axis, "plant.Kt")
+        check_torque_constant(self.controller.Kt, axis, "controller.Kt")
+        check_safety_ranges(self.safety, axis, "safety.")
+        linear = self.units == "linear"
+        if linear:
+            require(self.plant.encoder.counts_per_m is not None, "plant.encoder.counts_per_m",
+                    "required with units: linear (counts per metre of the scale)")
+            require(self.drive.protocol == "sim", "drive.protocol",
+                    f"units: linear runs on the simulated drive only (sim), got "
+                    f"{self.drive.protocol!r}: the drivers and emulators speak revolutions")
+        else:
+            require(self.plant.encoder.counts_per_m is None, "plant.encoder.counts_per_m",
+                    "a rotary axis counts per revolution: counts_per_rev (or units: linear)")
+        for name, sc in self.scenarios.items():
+            for i, ch in enumerate(sc.changes):
+                require(not (linear and ch.payload_radius_m is not None),
+                        f"scenarios.{name}.changes[{i}].payload_radius_m",
+                        "a linear axis' payload adds its mass: leave the radius out")
 
     def check_real_clock(self) -> None:
         """Checks that only hold on the real clock (``run``, ``hil --realtime``): a receive wait

@@ -110,7 +110,7 @@ class SimBackend(Backend):
             ch = self._changes.pop(0)
             if ch.payload_kg is not None:
                 self.payload_kg = ch.payload_kg
-                plant.J = self._base_J + ch.payload_kg * ch.payload_radius_m**2
+                plant.J = self._base_J + ch.added_inertia(self.cfg.units)
             if ch.temperature_c is not None:
                 plant.temperature_c = ch.temperature_c
             if ch.fc_scale is not None:
