@@ -62,7 +62,7 @@ def cmd_curves(args: argparse.Namespace) -> int:
     cfg = load_config(resolve_config_path(args.config))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    facts = friction_curves(cfg.plant, out / "friction.png", seed=args.seed)
+    facts = friction_curves(cfg.plant, out / "friction.png", seed=args.seed, axis=cfg.axis)
     facts["plot"] = str(out / "friction.png")
     (out / "curves.json").write_text(json.dumps(facts, indent=2))
     from .runner import print_summary
@@ -96,6 +96,16 @@ def _load(args: argparse.Namespace):
     from .config import load_config, resolve_config_path
 
     return load_config(resolve_config_path(args.config))
+
+
+def _rotary_only(cfg, what: str) -> None:
+    """The drivers and their emulators speak revolutions (turns, counts per revolution): a
+    linear axis runs on the simulated drive only."""
+    if cfg.units != "rotary":
+        raise UsageError(f"{what}: the drive protocols speak revolutions; a linear axis "
+                         f"(units: linear in {cfg.description or 'the config'!r}) runs on the "
+                         f"simulated drive only (sim, run with drive.protocol sim, identify "
+                         f"--backend sim)")
 
 
 def _exit_code(summary: dict) -> int:
@@ -281,6 +291,7 @@ def cmd_hil(args: argparse.Namespace) -> int:
         raise UsageError("--live/--live-udp need --realtime (a lockstep run ends before a view "
                          "could follow it; plot its report.png instead)")
     cfg = _load(args)
+    _rotary_only(cfg, f"hil --protocol {args.protocol}")
     if args.rate is not None:
         if not 0 < args.rate <= 20000:
             raise UsageError(f"--rate: must be in (0, 20000] Hz, got {args.rate:g}")
@@ -361,13 +372,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
             from .report import plot_run
 
             plot_run(Path(s["log"]), Path(s["log"]).with_name("report.png"))
-    curves = friction_curves(cfg.plant, out / "friction.png", seed=args.seed)
+    curves = friction_curves(cfg.plant, out / "friction.png", seed=args.seed, axis=cfg.axis)
     gains = {sc: results[sc]["off"]["rms_error_rad"] / results[sc]["lugre_adaptive"]["rms_error_rad"]
              for sc in results}
     print("lugre_adaptive cuts the rms tracking error " +
           ", ".join(f"{g:.1f}x on {sc}" for sc, g in gains.items()) + " against PID alone")
     print(f"plots: {png}, {out}/<scenario>/<mode>/report.png, {out}/friction.png "
-          f"(plant pre-sliding slope {curves['presliding_slope_nm_per_rad']:.3g} N·m/rad)")
+          f"(plant pre-sliding slope {curves['presliding_slope_nm_per_rad']:.3g} "
+          f"{curves['units']['presliding_slope_nm_per_rad']})")
     return 1 if any(s["faults"] for r in results.values() for s in r.values()) else 0
 
 
@@ -395,6 +407,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     params = _params_file(args.params) if args.params else None
     sources = [_existing_file(log) for log in args.log]
     capture_cfg = _load(args) if any(s.suffix.lower() in CAPTURE_SUFFIXES for s in sources) else None
+    if capture_cfg is not None:
+        _rotary_only(capture_cfg, "replay of a drive capture")
     tasks = [ReplayTask(src, out, params=params, compensation=args.compensation, plot=not args.no_plot,
                         capture_cfg=capture_cfg if src.suffix.lower() in CAPTURE_SUFFIXES else None,
                         protocol=args.protocol)
@@ -435,6 +449,7 @@ def cmd_identify(args: argparse.Namespace) -> int:
         else:
             from .rt import realtime_setup
 
+            _rotary_only(cfg, f"identify --backend {args.backend}")
             for message in realtime_setup(cfg.loop):
                 print(f"frictionctl: {message}", file=sys.stderr)
             clock = RealClock(cfg.loop.spin_s)
@@ -468,8 +483,9 @@ def cmd_identify(args: argparse.Namespace) -> int:
         if args.backend != "sim" and not args.from_log:
             raise UsageError("--check compares against the simulated plant's truth: --backend sim")
         checks = identified_vs_true(cfg, p, out / "check", spec=spec_from_args(args))
+        micro = cfg.axis.micro_length  # µrad or µm
         for sc, (true_rms, ident_rms) in checks.items():
-            print(f"check {sc}: lugre_adaptive rms {ident_rms * 1e6:.3f} µrad with the identified set, "
+            print(f"check {sc}: lugre_adaptive rms {ident_rms * 1e6:.3f} {micro} with the identified set, "
                   f"{true_rms * 1e6:.3f} with the true set: ratio {ident_rms / true_rms:.3f} (goal <= 1.3)")
     return 0
 
@@ -568,7 +584,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     modes = ("off", "coulomb", "stribeck", "lugre", "lugre_adaptive", "oracle")
 
-    p = add("demo", cmd_demo, "the headline run on the built-in simulated turntable")
+    p = add("demo", cmd_demo, "the headline runs (creep, reversal; off, lugre_adaptive, oracle) on "
+                               "a simulated axis: the turntable, or --config linear_stage")
     common(p, "demo-out")
 
     p = add("sim", cmd_sim, "one lockstep simulation run of a scenario")

@@ -39,6 +39,7 @@ from .friction import DirectionalParams, FrictionParams, g
 from .gains import PIDGains
 from .observer import LuGreObserver, MomentumObserver, Watchdog
 from .schedule import Scheduler
+from .units import ROTARY, AxisUnits
 
 if TYPE_CHECKING:
     from .config import ControllerConfig
@@ -389,7 +390,8 @@ def proposed_friction(comp: LuGreCompensator) -> FrictionParams:
     return p.scaled(Fc=k, Fs=k)
 
 
-def reidentify_report(comp: Compensator, out_dir: Path) -> dict[str, Any]:
+def reidentify_report(comp: Compensator, out_dir: Path,
+                      axis: AxisUnits = ROTARY) -> dict[str, Any]:
     """summary.json fields of the alarm; with ``adaptation.stribeck`` propose/auto the proposed
     set is written as ``proposed_params.yaml`` in the params.yaml format of ``identify`` (its
     writer), loadable by ``--params`` and ``replay --params``."""
@@ -402,7 +404,7 @@ def reidentify_report(comp: Compensator, out_dir: Path) -> dict[str, Any]:
 
         friction = proposed_friction(comp)
         path = out_dir / "proposed_params.yaml"
-        _write_params(path, IdentifyResult(
+        _write_params(path, axis=axis, result=IdentifyResult(
             friction=friction, uncertainty={}, sources={"Fc": "online adaptation",
                                                         "Fs": "online adaptation (ratio kept)"},
             directional=isinstance(friction, DirectionalParams), points=[],

@@ -30,6 +30,7 @@ from .runlog import RunLogWriter, read_log
 from .safety import FaultKind
 from .stop import StopPhase
 from .schema import to_plain
+from .units import axis_of_log_units, display, key_units
 
 LOG_NAME = "run.fctl"
 
@@ -146,6 +147,7 @@ def summarize(log_path: Path, result: RunResult | None = None) -> dict[str, Any]
         "fallback_ticks": int(np.nansum(run["fallback"])),
         "log_complete": run.complete,
     }
+    summary["axis"] = axis_of_log_units(run.units).kind
     if result is not None:
         summary["faults"] = result.faults
         summary["stop_reason"] = result.stop_reason
@@ -155,6 +157,14 @@ def summarize(log_path: Path, result: RunResult | None = None) -> dict[str, Any]
         summary["missed_deadlines"] = result.missed_deadlines
         summary["drive_enabled_at_exit"] = result.drive_enabled_at_exit
     summary["log"] = str(log_path)
+    return with_units(summary, axis_of_log_units(run.units))
+
+
+def with_units(summary: dict[str, Any], axis) -> dict[str, Any]:
+    """``summary["units"]``: the unit of every figure whose key names one (the keys keep their
+    rotary names on a linear axis: ``rms_error_rad`` is in m there)."""
+    summary["units"] = key_units([k for k, v in summary.items() if not isinstance(v, (dict, list))],
+                                 axis)
     return summary
 
 
@@ -168,7 +178,7 @@ def run_session(cfg: Config, s: Session, out_dir: Path, *, plot: bool = True,
     log_path.unlink(missing_ok=True)  # an out dir holds one run: re-running replaces it
     chunk_rows = max(1, int(round(cfg.logging.chunk_s * cfg.loop.rate_hz)))
     capacity = max(2 * chunk_rows, int(round(cfg.logging.buffer_s * cfg.loop.rate_hz)))
-    units = dict(LOG_COLUMNS)
+    units = cfg.axis.column_units(dict(LOG_COLUMNS))  # pos_rad in m on a linear axis
     capacity = -(-capacity // chunk_rows) * chunk_rows  # a whole number of chunks
     # Lockstep runs outpace any disk: the loop waits for the writer (simulated time does not
     # suffer). On the real clock the loop never waits: a full ring is a fault.
@@ -189,7 +199,8 @@ def run_session(cfg: Config, s: Session, out_dir: Path, *, plot: bool = True,
     summary = summarize(log_path, result)
     from .lugre_compensator import reidentify_report  # the alarm's reason and proposed set
 
-    summary.update(reidentify_report(compensator, out_dir))
+    summary.update(reidentify_report(compensator, out_dir, cfg.axis))
+    with_units(summary, cfg.axis)
     write_summary(out_dir, summary)
     if plot:
         from .report import plot_run
@@ -217,16 +228,19 @@ def _json_safe(obj: Any) -> Any:
 
 
 def print_summary(summary: dict[str, Any], title: str = "summary", file=None) -> None:
-    """The summary as an aligned two-column table."""
+    """The summary as an aligned table: key, value, unit (from ``summary["units"]``; lengths
+    in µrad or µm)."""
     file = file or sys.stdout
     keys = [k for k in summary if not isinstance(summary[k], (dict, list)) or k == "faults"]
+    units = summary.get("units") or {}
     width = max(len(k) for k in keys)
     print(title, file=file)
     for k in keys:
-        v = summary[k]
+        v, unit = summary[k], units.get(k, "")
         if isinstance(v, float):
+            v, unit = display(v, unit) if math.isfinite(v) else (v, "")
             v = f"{v:.4g}"
         elif isinstance(v, list):
             v = "; ".join(map(str, v)) or "none"
-        print(f"  {k:<{width}}  {v}", file=file)
+        print(f"  {k:<{width}}  {v}{' ' + unit if unit and unit != '-' else ''}", file=file)
     file.flush()

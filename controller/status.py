@@ -24,9 +24,11 @@ class StatusLine:
 
     def render(self) -> str:
         s = self.loop.status
+        axis = self.loop.cfg.axis  # µrad and N·m, or µm and N on a linear axis
         rate = (s.tick / s.t_s) if s.t_s > 0 else 0.0
         return (f"t {s.t_s:7.2f} s  rate {rate:7.1f} Hz  late {s.late_us:7.1f} µs  "
-                f"err {s.error_rad * 1e6:9.2f} µrad  torque {s.torque_nm:+.3f} N·m  "
+                f"err {s.error_rad * 1e6:9.2f} {axis.micro_length}  "
+                f"{axis.force_name} {s.torque_nm:+.3f} {axis.force}  "
                 f"overruns {s.overruns}  fault {s.fault or '-'}")
 
     def _run(self) -> None:

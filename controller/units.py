@@ -11,7 +11,6 @@ depend on the kind of axis.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal, Mapping
 
@@ -89,6 +88,31 @@ def axis_of_log_units(units: Mapping[str, str]) -> AxisUnits:
     return LINEAR if units.get("pos_rad") == "m" else ROTARY
 
 
-def micro(value: float) -> float:
-    """A length [rad or m] in µrad or µm (the figure the tables print)."""
-    return value * 1e6 if math.isfinite(value) else value
+# Suffix of a summary / facts key -> its rotary unit (longest suffix first).
+_KEY_SUFFIXES = (
+    ("_nm_per_rad", "N·m/rad"), ("_rad_s2", "rad/s^2"), ("_rad_s", "rad/s"), ("_nm_s", "N·m/s"),
+    ("_rad", "rad"), ("_nm", "N·m"), ("_us", "us"), ("_hz", "Hz"), ("_kg", "kg"), ("_j", "J"),
+    ("_s", "s"),
+)
+
+
+def unit_of_key(key: str) -> str | None:
+    """The rotary unit a key's suffix names (``rms_error_rad`` → rad, ``fc_hat_final_nm`` →
+    N·m, ``p99_late_us`` → us), or None for a key without one."""
+    for suffix, unit in _KEY_SUFFIXES:
+        if key.endswith(suffix):
+            return unit
+    return None
+
+
+def key_units(keys, axis: AxisUnits) -> dict[str, str]:
+    """``{key: unit}`` of every key with a unit suffix, in ``axis``' units (summary.json's
+    ``units``: the keys keep their rotary names on a linear axis)."""
+    return {k: axis.of(u) for k in keys if (u := unit_of_key(k)) is not None}
+
+
+def display(value: float, unit: str) -> tuple[float, str]:
+    """A figure as a table prints it: lengths in µrad or µm, everything else as it is."""
+    if unit in ("rad", "m"):
+        return value * 1e6, "µ" + unit
+    return value, unit

@@ -40,6 +40,7 @@ import numpy as np
 from controller.config import Config, load_config, resolve_config_path
 from controller.executor import ExecutorSpec, add_executor_arguments, run_map, spec_from_args
 from controller.friction import DirectionalParams, FrictionParams, LuGreParams
+from controller.units import display
 from controller.report import plot_comparison  # noqa: F401 - re-exported: the figure lives in report
 
 from .scenarios import sim_run
@@ -105,9 +106,13 @@ def format_table(results: dict[str, dict[str, dict]]) -> str:
     for sc, per_mode in results.items():
         off = per_mode.get("off", {}).get("rms_error_rad", math.nan)
         oracle = per_mode.get("oracle", {}).get("rms_error_rad", math.nan)
+        units = next(iter(per_mode.values()), {}).get("units") or {}  # summary.json's units
+        micro = display(1.0, units.get("rms_error_rad", "rad"))[1]  # µrad or µm
+        force = units.get("fc_hat_final_nm", "N·m")
         lines.append(f"{sc}  (off/oracle rms = {_ratio(off, oracle):.3g})")
-        lines.append(f"  {'mode':<15}{'rms µrad':>10}{'max µrad':>10}{'ripple':>9}{'rev.peak µrad':>15}"
-                     f"{'off/mode':>10}{'mode/oracle':>12}{'Fc_hat N·m':>11}  faults")
+        lines.append(f"  {'mode':<15}{'rms ' + micro:>10}{'max ' + micro:>10}{'ripple':>9}"
+                     f"{'rev.peak ' + micro:>15}{'off/mode':>10}{'mode/oracle':>12}"
+                     f"{'Fc_hat ' + force:>11}  faults")
         for mode, s in per_mode.items():
             rms = s["rms_error_rad"]
             lines.append(

@@ -11,6 +11,7 @@ import numpy as np
 
 from controller.config import PlantConfig
 from controller.friction import stribeck
+from controller.units import ROTARY, AxisUnits, display, key_units
 
 from .plant import Turntable
 
@@ -44,8 +45,10 @@ def hysteresis_area(x: np.ndarray, y: np.ndarray) -> float:
     return 0.5 * float(np.sum(x * np.roll(y, -1) - np.roll(x, -1) * y))
 
 
-def friction_curves(cfg: PlantConfig, out_png: Path, seed: int = 0) -> dict[str, float]:
-    """Plot friction vs velocity (with the Stribeck curve) and the pre-sliding loop; return facts."""
+def friction_curves(cfg: PlantConfig, out_png: Path, seed: int = 0,
+                    axis: AxisUnits = ROTARY) -> dict[str, float]:
+    """Plot friction vs velocity (with the Stribeck curve) and the pre-sliding loop; return facts
+    (with ``units``: the keys keep their rotary names, the units are ``axis``')."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -64,25 +67,30 @@ def friction_curves(cfg: PlantConfig, out_png: Path, seed: int = 0) -> dict[str,
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     vmax = float(np.max(np.abs(sweep.velocity_rad_s)))
     v = np.linspace(-vmax, vmax, 801)
+    vs = getattr(p, "vs", None) or p.forward.vs
+    force, speed, kind = axis.force, axis.speed, axis.force_name
+    scale, micro = display(1.0, axis.length)
     ax1.plot(sweep.velocity_rad_s, sweep.friction_nm, lw=1, label="LuGre (plant, dynamic)")
     ax1.plot(v, stribeck(p, v), "k--", lw=1, label="Stribeck curve (steady state)")
-    ax1.set_xscale("symlog", linthresh=0.01)
-    ax1.set_xlabel("velocity [rad/s] (symlog)")
-    ax1.set_ylabel("friction torque [N·m]")
-    ax1.set_title(f"Friction vs velocity, torque {1.05 * fs:.3g}·sin(2π·0.5t) N·m")
+    ax1.set_xscale("symlog", linthresh=vs)  # linear within the Stribeck velocity
+    ax1.set_xlabel(f"velocity [{speed}] (symlog)")
+    ax1.set_ylabel(f"friction {kind} [{force}]")
+    ax1.set_title(f"Friction vs velocity, {kind} {1.05 * fs:.3g}·sin(2π·0.5t) {force}")
     ax1.grid(True, alpha=0.3)
     ax1.legend(fontsize=8)
-    ax2.plot(x * 1e6, f, lw=1)
-    ax2.set_xlabel("position [µrad]")
-    ax2.set_ylabel("friction torque [N·m]")
-    ax2.set_title(f"Pre-sliding loop: slope {slope:.3g} N·m/rad, area {area:.3g} J")
+    ax2.plot(x * scale, f, lw=1)
+    ax2.set_xlabel(f"position [{micro}]")
+    ax2.set_ylabel(f"friction {kind} [{force}]")
+    ax2.set_title(f"Pre-sliding loop: slope {slope:.3g} {axis.of('N·m/rad')}, area {area:.3g} J")
     ax2.grid(True, alpha=0.3)
     fig.tight_layout()
     fig.savefig(out_png, dpi=110)
     plt.close(fig)
-    return {
+    facts: dict = {
         "presliding_slope_nm_per_rad": slope,
         "presliding_loop_area_j": area,
         "peak_velocity_rad_s": vmax,
         "peak_friction_nm": float(np.max(np.abs(sweep.friction_nm))),
     }
+    facts["units"] = key_units(facts, axis)
+    return facts

@@ -84,6 +84,7 @@ from controller.config import Config
 from controller.friction import DirectionalParams, FrictionParams, LuGreParams, g
 from controller.gains import PIDGains
 from controller.reference import PiecewiseReference, Reference, rest_to_rest
+from controller.units import ROTARY, AxisUnits
 from drivers.backend import Backend, Clock, DriveState
 from drivers.errors import FrictionctlError
 
@@ -932,21 +933,24 @@ def _yaml_safe(obj: Any) -> Any:
     return obj
 
 
-PARAMS_HEADER = """\
-# frictionctl identify: identified LuGre friction.
-# friction: usable as controller.friction (a flat set, or forward:/reverse: when the two
-#   directions differ beyond their uncertainty). Units: Fc, Fs [N·m], vs [rad/s],
-#   sigma0 [N·m/rad], sigma1, sigma2 [N·m·s/rad], delta [-].
-# uncertainty: standard errors, same keys and units (.nan: not measured, 0: held fixed).
-# diagnostics: where each value came from, points used/rejected, fit residuals.
-"""
+def params_header(axis: AxisUnits = ROTARY) -> str:
+    """The comment block of params.yaml, in the units of the axis it was identified on."""
+    u = axis.of
+    return (
+        "# frictionctl identify: identified LuGre friction.\n"
+        "# friction: usable as controller.friction (a flat set, or forward:/reverse: when the two\n"
+        f"#   directions differ beyond their uncertainty). Units: Fc, Fs [{u('N·m')}], vs [{u('rad/s')}],\n"
+        f"#   sigma0 [{u('N·m/rad')}], sigma1, sigma2 [{u('N·m·s/rad')}], delta [-].\n"
+        "# uncertainty: standard errors, same keys and units (.nan: not measured, 0: held fixed).\n"
+        "# diagnostics: where each value came from, points used/rejected, fit residuals.\n")
 
 
-def _write_params(path: Path, result: IdentifyResult) -> None:
+
+def _write_params(path: Path, result: IdentifyResult, axis: AxisUnits = ROTARY) -> None:
     data = {"friction": result.params_block(), "uncertainty": result.uncertainty,
             "diagnostics": result.diagnostics}
     text = yaml.safe_dump(_yaml_safe(data), sort_keys=False, allow_unicode=True, width=100)
-    path.write_text(PARAMS_HEADER + text, encoding="utf-8")
+    path.write_text(params_header(axis) + text, encoding="utf-8")
 
 
 def _raw(st: _State, records: list[Record]) -> dict[str, Any]:
@@ -983,7 +987,7 @@ def _write_raw(out: Path, st: _State, records: list[Record], failed: bool = Fals
 def _write_outputs(out: Path, st: _State, result: IdentifyResult, runner: ExperimentRunner, *,
                    plot: bool) -> dict[str, str]:
     files = _write_raw(out, st, runner.records)
-    _write_params(out / "params.yaml", result)
+    _write_params(out / "params.yaml", result, st.cfg.axis)
     files["params"] = str(out / "params.yaml")
     if plot:
         plot_identification(st, result, out / "identify.png")
@@ -1002,6 +1006,8 @@ def plot_identification(st: _State, result: IdentifyResult, png: Path) -> Path:
     fig, axes = plt.subplots(2, 2, figsize=(13, 9.5))
     fig.suptitle("frictionctl identify" + ("  [directional result]" if result.directional else ""))
     q = st.q
+    axis = st.cfg.axis  # rotary or linear unit names
+    force, kind = axis.force, axis.force_name
 
     ax = axes[0, 0]
     colors = {"both": "k", "forward": "tab:blue", "reverse": "tab:orange"}
@@ -1025,8 +1031,8 @@ def plot_identification(st: _State, result: IdentifyResult, png: Path) -> Path:
     if isinstance(fb, LuGreParams):
         ax.axhline(fb.Fs, color="gray", ls=":", lw=1, label=f"Fs (breakaway) {fb.Fs:.4g}")
     ax.set_xscale("log")
-    ax.set_xlabel("speed [rad/s]")
-    ax.set_ylabel("steady friction [N·m]")
+    ax.set_xlabel(f"speed [{axis.speed}]")
+    ax.set_ylabel(f"steady friction [{force}]")
     ax.set_title("constant-velocity sweep")
     ax.legend(fontsize=7)
 
@@ -1040,7 +1046,7 @@ def plot_identification(st: _State, result: IdentifyResult, png: Path) -> Path:
         if b.found:
             ax.plot(b.breakaway_nm, d * (rec.pos[b.peak_index] - rec.pos[i0]) / q, "k.", ms=8)
     ax.set_yscale("symlog", linthresh=50)
-    ax.set_xlabel("|drive torque| [N·m]")
+    ax.set_xlabel(f"|drive {kind}| [{force}]")
     ax.set_ylabel("travel along the ramp [counts]")
     ax.set_title("breakaway ramps (dot: breakaway)")
 
@@ -1057,9 +1063,9 @@ def plot_identification(st: _State, result: IdentifyResult, png: Path) -> Path:
             tt = np.linspace(np.percentile(tq, 2), np.percentile(tq, 98), 10)
             xm = float(np.mean(rec.pos[keep] / q))
             ax.plot(tt, xm + (tt - np.mean(tq)) / (st.presliding.sigma0 * q), "k-", lw=1.2,
-                    label=f"sigma0 = {st.presliding.sigma0:.4g} ± {st.presliding.se:.2g} N·m/rad")
+                    label=f"sigma0 = {st.presliding.sigma0:.4g} ± {st.presliding.se:.2g} {axis.of('N·m/rad')}")
         ax.legend(fontsize=8)
-    ax.set_xlabel("drive torque [N·m]")
+    ax.set_xlabel(f"drive {kind} [{force}]")
     ax.set_ylabel("position [counts]")
     ax.set_title("pre-sliding loops")
 
@@ -1178,7 +1184,7 @@ def identify_from_log(log_path: str | Path, cfg: Config, out_dir: str | Path, *,
     result = _assemble(st)
     result.diagnostics["log"] = {"path": str(log_path), "segments": len(segs), "complete": run.complete}
     files = _write_raw(out, st, [])
-    _write_params(out / "params.yaml", result)
+    _write_params(out / "params.yaml", result, cfg.axis)
     files["params"] = str(out / "params.yaml")
     if plot:
         plot_identification(st, result, out / "identify.png")

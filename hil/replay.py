@@ -22,8 +22,9 @@ import numpy as np
 from controller.config import Config, config_from_mapping
 from controller.friction import FrictionParams
 from controller.runlog import RunLog, read_log
-from controller.runner import controlled_mask, write_summary
+from controller.runner import controlled_mask, with_units, write_summary
 from controller.schema import ConfigError
+from controller.units import axis_of_log_units
 
 from .replay_loop import replay_ticks
 
@@ -176,7 +177,7 @@ def replay_summary(res: ReplayResult) -> dict[str, Any]:
     if np.isfinite(true_f).any():
         summary["rms_error_friction_hat_vs_true_nm"] = float(np.sqrt(np.nanmean(
             (res.friction_hat_nm - true_f) ** 2)))
-    return summary
+    return with_units(summary, axis_of_log_units(run.units))
 
 
 def plot_replay(res: ReplayResult, out_png: Path) -> Path:
@@ -186,6 +187,7 @@ def plot_replay(res: ReplayResult, out_png: Path) -> Path:
     import matplotlib.pyplot as plt
 
     run, rows, t = res.logged, res.rows, res.t_s
+    axis = axis_of_log_units(run.units)
     fig, axes = plt.subplots(3, 1, figsize=(11, 8.5), sharex=True)
     ax = axes[0]
     true_f = run["friction_true_nm"][rows]
@@ -193,17 +195,17 @@ def plot_replay(res: ReplayResult, out_png: Path) -> Path:
         ax.plot(t, true_f, "k", lw=1, label="plant (true)")
     ax.plot(t, run["friction_hat_nm"][rows], lw=1, label=f"logged ({run.header.get('compensation')})")
     ax.plot(t, res.friction_hat_nm, "--", lw=1, label=f"replayed ({res.compensation})")
-    ax.set_ylabel("friction [N·m]")
+    ax.set_ylabel(f"friction [{axis.force}]")
     ax.legend(fontsize=8)
     ax = axes[1]
     ax.plot(t, run["torque_cmd_nm"][rows], lw=1, label="logged command")
     ax.plot(t, res.torque_cmd_nm, "--", lw=1, label="replayed command (would have)")
-    ax.set_ylabel("torque [N·m]")
+    ax.set_ylabel(f"{axis.force_name} [{axis.force}]")
     ax.legend(fontsize=8)
     ax = axes[2]
     ax.plot(t, res.fc_hat_nm, lw=1, label="Fc estimate (replayed)")
     ax.plot(t, run["fc_hat_nm"][rows], "--", lw=1, label="Fc estimate (logged)")
-    ax.set_ylabel("Fc [N·m]")
+    ax.set_ylabel(f"Fc [{axis.force}]")
     ax.set_xlabel("t [s]")
     ax.legend(fontsize=8)
     for a in axes:
@@ -252,7 +254,9 @@ def batch_out_dirs(sources: list[Path], out: Path) -> list[Path]:
 
 def format_batch(summaries: list[dict[str, Any]]) -> str:
     """One line per replayed source: ticks, speed, and the largest difference from the log."""
-    lines = [f"{'source':<48}{'mode':>16}{'ticks':>9}{'x realtime':>12}{'max |df| N·m':>14}"]
+    force = ((summaries[0].get("units") or {}).get("max_abs_diff_friction_hat_nm", "N·m")
+             if summaries else "N·m")
+    lines = [f"{'source':<48}{'mode':>16}{'ticks':>9}{'x realtime':>12}{'max |df| ' + force:>14}"]
     for s in summaries:
         diff = s.get("max_abs_diff_friction_hat_nm")
         lines.append(f"{str(s.get('log') or s.get('source')):<48}{s['compensation']:>16}"
