@@ -114,7 +114,7 @@ class PlantConfig:
 
     def __post_init__(self) -> None:
         require(math.isfinite(self.J) and self.J > 0, "J", f"must be > 0 and finite, got {self.J}")
-        check_torque_constant(self.Kt, WIDEST)
+        check_torque_constant(self.Kt, None)
         require(self.min_substeps >= 1, "min_substeps", f"must be >= 1, got {self.min_substeps}")
         last_t = -math.inf
         for i, (t, scale) in enumerate(self.fc_profile):
@@ -152,7 +152,7 @@ class ControllerConfig:
 
     def __post_init__(self) -> None:
         require(math.isfinite(self.J) and self.J > 0, "J", f"must be > 0 and finite, got {self.J}")
-        check_torque_constant(self.Kt, WIDEST)
+        check_torque_constant(self.Kt, None)
         require(self.feedforward_v_eps >= 0, "feedforward_v_eps",
                f"must be >= 0, got {self.feedforward_v_eps}")
         if self.schedule is not None:  # a schedule is anchored to the believed set
@@ -213,9 +213,9 @@ class SafetyConfig:
 
     def __post_init__(self) -> None:
         # Documented ranges (README, configuration reference): every limit finite — a safety
-        # limit of .inf is no limit — and inside what any turntable or stage could mean (here
-        # the widest kind of axis; Config checks again with its own kind, ``units``).
-        check_safety_ranges(self, WIDEST)
+        # limit of .inf is no limit — and inside what any axis of its kind could mean (the
+        # bounds that depend on the kind: Config, which knows ``units``).
+        check_safety_ranges(self, None)
         require(math.isfinite(self.hold_s) and 0 <= self.hold_s <= 600, "hold_s",
                 f"must be finite and in [0, 600] s, got {self.hold_s}")
         if self.stop_decel_rad_s2 is not None:
@@ -229,16 +229,19 @@ class SafetyConfig:
                                      f"got {self.max_temperature_c}")
 
 
-def safety_ranges(axis: AxisUnits) -> tuple[tuple[str, float, float], ...]:
+def safety_ranges(axis: AxisUnits | None) -> tuple[tuple[str, float, float], ...]:
     """(field, low, high) of each SafetyConfig limit for a kind of axis; low is exclusive
     unless the field may be 0. Force, speed and length bounds are the axis' own
-    (:mod:`controller.units`: what any such axis could mean); times are the same for both."""
+    (:mod:`controller.units`: what any such axis could mean; unbounded for ``None``, the kind
+    not known yet); times are the same for both."""
+    force, speed, length = ((axis.max_force, axis.max_speed, axis.max_length) if axis is not None
+                            else (math.inf, math.inf, math.inf))
     return (
-        ("torque_limit_nm", 0.0, axis.max_force),
-        ("velocity_limit_rad_s", 0.0, axis.max_speed),
-        ("following_error_floor_rad", 0.0, axis.max_length),
+        ("torque_limit_nm", 0.0, force),
+        ("velocity_limit_rad_s", 0.0, speed),
+        ("following_error_floor_rad", 0.0, length),
         ("following_error_per_speed_s", 0.0, 10.0),
-        ("standstill_window_rad", 0.0, axis.max_length),
+        ("standstill_window_rad", 0.0, length),
         ("standstill_after_s", 0.0, 60.0),
         ("stop_ramp_s", 0.0, 10.0),
     )
@@ -247,25 +250,28 @@ def safety_ranges(axis: AxisUnits) -> tuple[tuple[str, float, float], ...]:
 SAFETY_RANGES = safety_ranges(AXES["rotary"])  # the turntable's (the default kind of axis)
 _MAY_BE_ZERO = frozenset({"following_error_per_speed_s", "standstill_after_s", "stop_ramp_s"})
 MAX_STALE_TICKS = 1000
-# The widest bounds of any kind of axis: what a section checks on its own, before Config knows
-# the kind (a constructed PlantConfig or SafetyConfig still refuses inf, NaN and <= 0).
-WIDEST = AxisUnits("rotary", **{name: max(getattr(a, name) for a in AXES.values())
-                                for name in ("max_force_constant", "max_force", "max_speed",
-                                             "max_length")})
 MAX_KT = AXES["rotary"].max_force_constant
 
 
-def check_safety_ranges(safety: "SafetyConfig", axis: AxisUnits, prefix: str = "") -> None:
+def check_safety_ranges(safety: "SafetyConfig", axis: AxisUnits | None, prefix: str = "") -> None:
+    """Every limit finite (a safety limit of .inf is no limit) and in its range for ``axis``
+    (``None``: the section alone, before the kind of axis is known: sign and times only)."""
     for name, low, high in safety_ranges(axis):
         value = getattr(safety, name)
-        require(math.isfinite(value) and low <= value <= high and (low > 0 or name in _MAY_BE_ZERO
-                                                                   or value > 0),
-                prefix + name, f"must be finite and in {'[' if name in _MAY_BE_ZERO else '('}{low:g}, "
-                               f"{high:g}], got {value}")
+        zero_ok = name in _MAY_BE_ZERO
+        range_text = (f"{'[' if zero_ok else '('}{low:g}, {high:g}]" if math.isfinite(high)
+                      else f"{'>=' if zero_ok else '>'} {low:g}")
+        require(math.isfinite(value) and low <= value <= high and (low > 0 or zero_ok or value > 0),
+                prefix + name, f"must be finite and {'in ' if math.isfinite(high) else ''}"
+                               f"{range_text}, got {value}")
 
 
-def check_torque_constant(Kt: float, axis: AxisUnits, name: str = "Kt") -> None:
-    """A torque (force) constant above the axis' bound is a unit mistake (mN·m/A for N·m/A)."""
+def check_torque_constant(Kt: float, axis: AxisUnits | None, name: str = "Kt") -> None:
+    """A torque (force) constant above the axis' bound is a unit mistake (mN·m/A for N·m/A);
+    ``axis`` None: the section alone, before the kind of axis is known (> 0 and finite)."""
+    if axis is None:
+        require(math.isfinite(Kt) and Kt > 0, name, f"must be > 0 and finite, got {Kt}")
+        return
     unit, top = axis.of("N·m/A"), axis.max_force_constant
     require(math.isfinite(Kt) and 0 < Kt <= top, name,
             f"must be > 0 and <= {top:g} {unit}, got {Kt}"
