@@ -117,7 +117,9 @@ class ControlLoop:
         self.pid = self.law.pid
         self.velocity = VelocityEstimator(cfg.controller.velocity.source,
                                           cfg.controller.velocity.cutoff_hz)
-        self.safety = SafetyMonitor(cfg.safety, cfg.loop.overrun, self.dt_s, cfg.controller.Kt)
+        axis = cfg.axis
+        self.safety = SafetyMonitor(cfg.safety, cfg.loop.overrun, self.dt_s, cfg.controller.Kt,
+                                    (axis.length, axis.speed, axis.force))
         self._stop = SafeStop(cfg)
         self.missed_deadlines = 0
         self.status = LoopStatus()

@@ -55,11 +55,14 @@ class FaultKind(enum.IntEnum):
 class SafetyMonitor:
     """Per-tick checks. ``check`` returns the latched fault (NONE while healthy)."""
 
-    def __init__(self, cfg: SafetyConfig, overrun: OverrunPolicy, dt_s: float, Kt: float) -> None:
+    def __init__(self, cfg: SafetyConfig, overrun: OverrunPolicy, dt_s: float, Kt: float,
+                 units: tuple[str, str, str] = ("rad", "rad/s", "N·m")) -> None:
         self.cfg = cfg
         self.policy = overrun
         self.dt_s = dt_s
         self.Kt = Kt
+        # (length, speed, force) names for the fault messages: rotary, or m, m/s, N
+        self.length_unit, self.speed_unit, self.force_unit = units
         self.fault = FaultKind.NONE
         self.message = ""
         self.fault_t_s = math.nan
@@ -127,25 +130,26 @@ class SafetyMonitor:
             self._last_seq = fb.sequence
         if abs(vel) > cfg.velocity_limit_rad_s:
             return self.trip(FaultKind.VELOCITY_LIMIT,
-                             f"velocity {vel:.4g} rad/s beyond ±{cfg.velocity_limit_rad_s:g}", t_s)
+                             f"velocity {vel:.4g} {self.speed_unit} beyond ±{cfg.velocity_limit_rad_s:g}", t_s)
         err = pos_ref - pos
         limit = cfg.following_error_floor_rad + cfg.following_error_per_speed_s * abs(vel_ref)
         if abs(err) > limit:
             return self.trip(FaultKind.FOLLOWING_ERROR,
-                             f"following error {err:.4g} rad beyond ±{limit:.4g}", t_s)
+                             f"following error {err:.4g} {self.length_unit} beyond ±{limit:.4g}", t_s)
         if vel_ref == 0.0:
             if self._rest_since != self._rest_since:
                 self._rest_since = t_s
             if t_s - self._rest_since >= cfg.standstill_after_s and abs(err) > cfg.standstill_window_rad:
                 return self.trip(FaultKind.STANDSTILL,
-                                 f"standstill error {err:.4g} rad beyond ±{cfg.standstill_window_rad:g}", t_s)
+                                 f"standstill error {err:.4g} {self.length_unit} beyond ±{cfg.standstill_window_rad:g}", t_s)
         else:
             self._rest_since = math.nan
         if abs(self.Kt * cur) > TORQUE_FAULT_FACTOR * cfg.torque_limit_nm:
             self._torque_high += 1
             if self._torque_high >= TORQUE_FAULT_TICKS:
                 return self.trip(FaultKind.TORQUE_LIMIT,
-                                 f"measured torque {self.Kt * cur:.4g} N·m beyond "
+                                 f"measured {'force' if self.force_unit == 'N' else 'torque'} {self.Kt * cur:.4g} "
+                                 f"{self.force_unit} beyond "
                                  f"{TORQUE_FAULT_FACTOR:g}×{cfg.torque_limit_nm:g}", t_s)
         else:
             self._torque_high = 0

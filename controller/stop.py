@@ -169,7 +169,8 @@ class SafeStop:
             self._sto("feedback lost during the stop")
             return 0.0, pos, 0.0, 0.0
         if abs(vel) > self._v_bound:
-            self._sto(f"speed rose during the stop: |v| {abs(vel):.4g} > {self._v_bound:.4g} rad/s")
+            self._sto(f"speed rose during the stop: |v| {abs(vel):.4g} > {self._v_bound:.4g} "
+                     f"{self.cfg.axis.speed}")
             return 0.0, pos, 0.0, 0.0
         p_ref, v_ref, a_ref = self.reference(s)
         assert fb is not None

@@ -284,3 +284,14 @@ def test_a_rotary_config_copied_to_linear_keeps_its_keys(tmp_path):
     del data["scenarios"]["schedule"]["changes"][0]["payload_radius_m"]
     cfg = load_config(_write(tmp_path, data))
     assert cfg.units == "linear" and cfg.safety.velocity_limit_rad_s == 1.0  # m/s now
+
+
+def test_a_fault_on_a_linear_axis_is_named_in_metres(stage, tmp_path):
+    from .conftest import with_changes
+
+    tight = with_changes(stage, safety={"following_error_floor_rad": 1e-7,
+                                        "following_error_per_speed_s": 0.0})
+    summary, _, _ = sim(tight, tmp_path, scenario="creep", duration_s=1.0, compensation="off")
+    assert summary["faults"], summary
+    fault = summary["faults"][0]
+    assert "following error" in fault and " m beyond ±1e-07" in fault and "rad" not in fault, fault
