@@ -2,6 +2,10 @@
 
 Every unit is stated once here, in the field comment. ``inf`` means "no limit".
 ``plant:`` is the simulated truth; ``controller:`` is what the controller believes.
+The units stated are a rotary axis' (rad, rad/s, N·m, N·m/A, kg·m², counts/rev). With
+``units: linear`` at the top of the file the same keys hold m, m/s, N, N/A, kg (J is the moving
+mass), N/m, N·s/m and counts/m (``plant.encoder.counts_per_m``): a linear axis is the same
+mathematics (:mod:`controller.units`, which also holds the plausibility bounds per kind of axis).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ AxisKind = Literal["rotary", "linear"]
 _LINEAR_OF = {
     "rad": "m", "rad/s": "m/s", "rad/s^2": "m/s^2", "rad/s²": "m/s²", "rad/s^3": "m/s^3",
     "N·m": "N", "N·m/A": "N/A", "kg·m²": "kg", "N·m/rad": "N/m", "N·m·s/rad": "N·s/m",
-    "counts/rev": "counts/m",
+    "N·m/s": "N/s", "N·m/(rad·s)": "N/(m·s)", "counts/rev": "counts/m",
 }
 
 
