@@ -1079,7 +1079,7 @@ def plot_identification(st: _State, result: IdentifyResult, png: Path) -> Path:
         ax.legend(fontsize=8)
     ax.set_xlabel("t [s]")
     ax.set_ylabel("position [counts]")
-    ax.set_title("pre-sliding ringing after torque steps")
+    ax.set_title(f"pre-sliding ringing after {kind} steps")
     for a in axes.flat:
         a.grid(True, alpha=0.3, which="both")
     fig.tight_layout()

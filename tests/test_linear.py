@@ -295,3 +295,12 @@ def test_a_fault_on_a_linear_axis_is_named_in_metres(stage, tmp_path):
     assert summary["faults"], summary
     fault = summary["faults"][0]
     assert "following error" in fault and " m beyond ±1e-07" in fault and "rad" not in fault, fault
+
+
+def test_identified_params_say_the_axis_units():
+    from controller.units import LINEAR, ROTARY
+    from hil.identify import params_header
+
+    linear, rotary = params_header(LINEAR), params_header(ROTARY)
+    assert "Fc, Fs [N], vs [m/s]" in linear and "sigma0 [N/m]" in linear and "[N·s/m]" in linear
+    assert "Fc, Fs [N·m], vs [rad/s]" in rotary and "sigma0 [N·m/rad]" in rotary
