@@ -18,7 +18,7 @@ from typing import Any, Literal, Optional
 from .friction import DirectionalParams, FrictionParams, LuGreParams
 from .estimation_config import AdaptationConfig, ObserverConfig, ScheduleConfig, check_anchored
 from .gains import PIDGains
-from .units import AXES, AxisKind, AxisUnits, axis_units
+from .units import AxisKind, AxisUnits, axis_units
 from .schema import ConfigError, load_yaml, parse, parse_dataclass, prefixed, register_parser, require
 
 Protocol = Literal["sim", "cia402", "odrive_can", "odrive_ascii"]
@@ -251,10 +251,8 @@ def safety_ranges(axis: AxisUnits | None) -> tuple[tuple[str, float, float], ...
     )
 
 
-SAFETY_RANGES = safety_ranges(AXES["rotary"])  # the turntable's (the default kind of axis)
 _MAY_BE_ZERO = frozenset({"following_error_per_speed_s", "standstill_after_s", "stop_ramp_s"})
 MAX_STALE_TICKS = 1000
-MAX_KT = AXES["rotary"].max_force_constant
 
 
 def check_safety_ranges(safety: "SafetyConfig", axis: AxisUnits | None, prefix: str = "") -> None:

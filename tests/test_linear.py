@@ -14,7 +14,6 @@ import yaml
 from controller import cli
 from controller.config import PlantChange, load_config, resolve_config_path
 from controller.log_data import export_csv
-from controller.runlog import read_log
 from controller.schema import ConfigError
 
 from .conftest import sim
