@@ -5,11 +5,13 @@ Ticks are scheduled at absolute times t0 + k·dt; a late tick is measured, never
 
 from __future__ import annotations
 
+from controller.compile_hints import mypyc_attr
 import time
 
 from drivers.backend import Clock
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SimClock(Clock):
     """Simulated time: ``sleep_until`` jumps straight to the deadline (lockstep)."""
 
@@ -31,6 +33,7 @@ class SimClock(Clock):
         return True
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class RealClock(Clock):
     """Monotonic clock. ``sleep_until`` sleeps until ``spin_s`` before the deadline, then spins
     (the OS sleep overshoots by tens of µs to ms; the spin absorbs it)."""

@@ -34,13 +34,21 @@ def lugre_step(params: FrictionParams, z: float, v: float, dt_s: float) -> tuple
     end-of-step derivative ż⁺ = v − a·z⁺.
     """
     p = params.for_velocity(v, z) if isinstance(params, DirectionalParams) else params
+    return lugre_step_values(p.Fc, p.Fs, p.vs, p.delta, p.sigma0, p.sigma1, p.sigma2, z, v, dt_s)
+
+
+def lugre_step_values(fc: float, fs: float, vs: float, delta: float, sigma0: float, sigma1: float,
+                      sigma2: float, z: float, v: float, dt_s: float) -> tuple[float, float]:
+    """:func:`lugre_step` of one parameter set given as plain floats: the kernel the plant's
+    substep loop calls with its parameters held in locals (in the compiled build, a native call
+    with unboxed floats instead of an attribute lookup per parameter per substep)."""
     if v == 0.0:
-        return z, p.sigma0 * z
-    r = abs(v / p.vs)  # g(p, v) inlined: this runs several times per tick in the plant
-    gv = p.Fc if r > 1e100 else p.Fc + (p.Fs - p.Fc) * math.exp(-(r * r if p.delta == 2.0 else r**p.delta))
-    a = p.sigma0 * abs(v) / gv
+        return z, sigma0 * z
+    r = abs(v / vs)  # g(v) inlined: this runs several times per tick in the plant
+    gv = fc if r > 1e100 else fc + (fs - fc) * math.exp(-(r * r if delta == 2.0 else r**delta))
+    a = sigma0 * abs(v) / gv
     x = a * dt_s
     decay = math.exp(-x)
     z_next = z * decay + (v * dt_s * (-math.expm1(-x) / x) if x > 0.0 else v * dt_s)
     zdot = v - a * z_next
-    return z_next, p.sigma0 * z_next + p.sigma1 * zdot + p.sigma2 * v
+    return z_next, sigma0 * z_next + sigma1 * zdot + sigma2 * v

@@ -22,14 +22,19 @@ from typing import Sequence
 #: own) stay interpreted too: an interpreted class cannot derive from a compiled one.
 HOT_MODULES: tuple[str, ...] = (
     "controller.adaptation",
+    "controller.clock",
     "controller.control_law",
     "controller.friction_step",
+    "controller.loop",
     "controller.observer",
     "controller.pid",
+    "controller.reference",
     "controller.safety",
     "controller.velocity",
+    "drivers.backend",
     "hil.plant",
     "hil.replay_loop",
+    "hil.sim_backend",
 )
 
 #: Modules compiled together or not at all: an interpreted class cannot derive from a compiled

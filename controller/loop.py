@@ -20,7 +20,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
 from drivers.backend import Backend, Clock, DriveState, Feedback
 from drivers.errors import FrictionctlError
@@ -28,6 +28,7 @@ from drivers.errors import FrictionctlError
 from .compensation import Compensator, TickSignals, make_compensator
 from .config import Config
 from .control_law import ControlLaw
+from .pid import PID
 from .reference import Reference
 from .safety import FaultKind, SafetyMonitor
 from .stop import SafeStop, StopPhase
@@ -53,11 +54,27 @@ LOG_COLUMNS: tuple[tuple[str, str], ...] = (
 COLUMN_NAMES = tuple(name for name, _ in LOG_COLUMNS)
 
 
-class LogSink:
+class LogSink(Protocol):
     """What the loop needs of a log writer (``controller.runlog.RunLogWriter`` is one)."""
 
     def append(self, row: tuple) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
+        ...
+
+
+class Law(Protocol):
+    """What the loop needs of a control law: :class:`~controller.control_law.ControlLaw`, or an
+    identification experiment (``hil.identify_laws``) that may command torque open-loop, restate
+    the reference it follows in the signals (the safety checks and the log use it) and end the
+    run early by setting ``done``. A protocol, not a base class: the compiled loop accepts any
+    object with these members."""
+
+    pid: PID
+    ff_nm: float
+    done: bool
+
+    def enable(self, pos_rad: float) -> None: ...
+
+    def step(self, s: TickSignals, dt_s: float) -> float: ...
 
 
 @dataclass
@@ -97,7 +114,7 @@ class ControlLoop:
                  log_sink: LogSink | None = None,
                  progress: Callable[[float, float], None] | None = None,
                  truth: Callable[[], float] | None = None,
-                 law: ControlLaw | None = None) -> None:
+                 law: Law | None = None) -> None:
         self.cfg = cfg
         self.backend = backend
         self.clock = clock
@@ -109,11 +126,8 @@ class ControlLoop:
         self.progress = progress
         # the plant's true friction (simulation and HIL only; NaN on a machine)
         self.truth = truth or backend.true_friction_nm
-        # ``law``: another control law with ControlLaw's interface (``enable``, ``step``,
-        # ``ff_nm``, ``pid``, ``done``), e.g. an identification experiment: it may command
-        # torque open-loop, restate the reference it follows in the signals (the safety
-        # checks and the log use it) and end the run early by setting ``done``
-        self.law = law if law is not None else ControlLaw(cfg.controller, self.compensator)
+        # ``law``: another control law (see :class:`Law`), e.g. an identification experiment
+        self.law: Law = law if law is not None else ControlLaw(cfg.controller, self.compensator)
         self.pid = self.law.pid
         self.velocity = VelocityEstimator(cfg.controller.velocity.source,
                                           cfg.controller.velocity.cutoff_hz)
@@ -157,7 +171,7 @@ class ControlLoop:
                 gc.enable()
             gc.unfreeze()
         ticks = self._k
-        faults = []
+        faults: list[str] = []
         if self.safety.faulted and self.safety.fault is not FaultKind.STOP_REQUESTED:
             faults.append(f"{self.safety.fault.name}: {self.safety.message}")
         comp = self.compensator
@@ -184,7 +198,8 @@ class ControlLoop:
         progress = self.progress
         NAN = math.nan
 
-        fb = backend.read()
+        fb: Feedback | None = backend.read()
+        assert fb is not None
         velocity.reset(0.0)  # positions are taken relative to pos0 below
         pos0 = fb.position_rad  # the reference is relative to where the axis starts
         law.enable(0.0)

@@ -31,6 +31,7 @@ returns the value of the segment that starts at t (right-continuous), also at ``
 
 from __future__ import annotations
 
+from controller.compile_hints import mypyc_attr
 import abc
 import math
 from bisect import bisect_right
@@ -44,6 +45,7 @@ Sample = tuple[float, float, float]  # (position [rad], velocity [rad/s], accele
 Window = Optional[tuple[float, float]]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Reference(abc.ABC):
     """A reference trajectory. Attributes:
 

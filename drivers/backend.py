@@ -8,6 +8,7 @@ drivers convert protocol units at their edge.
 
 from __future__ import annotations
 
+from controller.compile_hints import mypyc_attr
 import abc
 import enum
 import logging
@@ -48,6 +49,10 @@ class Feedback(NamedTuple):
     age_s: float = 0.0  # time since the drive produced this sample [s]
 
 
+ENABLE_TIMEOUT_S = 1.0  # default bound of Backend.enable [s]
+
+
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Clock(abc.ABC):
     """The loop's time source: monotonic seconds, and waiting for an absolute deadline."""
 
@@ -62,6 +67,7 @@ class Clock(abc.ABC):
         return False
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Backend(abc.ABC):
     """Abstract drive. Subclasses implement the ``_``-prefixed hooks; the public methods enforce
     the lifecycle (template method) so every backend behaves alike."""
@@ -89,12 +95,14 @@ class Backend(abc.ABC):
         finally:
             self._opened = False
 
-    def enable(self, timeout_s: float = 1.0) -> None:
-        """Bring the drive to the state that accepts torque; return only once it does."""
+    def enable(self, timeout_s: float | None = None) -> None:
+        """Bring the drive to the state that accepts torque; return only once it does, or raise
+        after ``timeout_s`` (None: :data:`ENABLE_TIMEOUT_S`). The default is None, not a float:
+        mypyc passes a float default of a method wrongly to an interpreted subclass."""
         if not self._opened:
             raise BackendError(f"{self.name}: enable() before open()")
         if not self._enabled:
-            self._enable(timeout_s)
+            self._enable(ENABLE_TIMEOUT_S if timeout_s is None else timeout_s)
             self._enabled = True
             self._writable = True
 

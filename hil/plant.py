@@ -21,21 +21,23 @@ Units: rad, rad/s, N·m, A, s, kg·m².
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
-
 import numpy as np
 
 from controller.config import PlantConfig
 from controller.friction import DirectionalParams, FrictionParams, LuGreParams
-from controller.friction_step import lugre_step
+from controller.friction_step import lugre_step, lugre_step_values
 
 
-class PlantMeasurement(NamedTuple):
-    """What the drive's sensors report after a control period (quantized, noisy)."""
+class PlantMeasurement:
+    """What the drive's sensors report after a control period (quantized, noisy). A plain class,
+    not a NamedTuple: in the compiled build it is a native object, built without a Python call."""
 
-    position_rad: float  # encoder, quantized to counts
-    position_counts: int
-    current_a: float  # measured motor current, noisy and quantized
+    __slots__ = ("position_rad", "position_counts", "current_a")
+
+    def __init__(self, position_rad: float, position_counts: int, current_a: float) -> None:
+        self.position_rad = position_rad  # encoder, quantized to counts
+        self.position_counts = position_counts
+        self.current_a = current_a  # measured motor current, noisy and quantized
 
 
 def scale_friction(params: FrictionParams, scale: float) -> FrictionParams:
@@ -82,6 +84,8 @@ class Turntable:
         # noise sequence does not depend on how often, or how soon in wall time, it is read
         self._noise_t = math.nan
         self._noise_sample = 0.0
+        self._noise_std_a = cfg.current_sensor.noise_std_a
+        self._resolution_a = cfg.current_sensor.resolution_a
         self._fc_profile = cfg.fc_profile if fc_profile is None else fc_profile
         self.J = cfg.J
         self.Kt = cfg.Kt
@@ -143,16 +147,22 @@ class Turntable:
         if not math.isfinite(i_target):
             i_target = 0.0
         params = self.friction
-        step = lugre_step
         blocked = self.blocked
         h_inv_j = h / self.J
         kt = self.Kt
         i, z, w, th = self.current_a, self.z_rad, self.omega_rad_s, self.theta_rad
         f = self.friction_nm
         tau_d = self.disturbance_nm(th)
+        one_set = isinstance(params, LuGreParams)  # else direction-dependent: chosen per substep
+        p = params if isinstance(params, LuGreParams) else params.forward
+        fc, fs, vs, delta = p.Fc, p.Fs, p.vs, p.delta  # held in locals: no lookup per substep
+        s0, s1, s2 = p.sigma0, p.sigma1, p.sigma2
         for _ in range(n):
             i = i_target + (i - i_target) * lag
-            z, f = step(params, z, w, h)
+            if one_set:
+                z, f = lugre_step_values(fc, fs, vs, delta, s0, s1, s2, z, w, h)
+            else:
+                z, f = lugre_step(params, z, w, h)
             if blocked:
                 w = 0.0
                 continue
@@ -165,18 +175,19 @@ class Turntable:
     def measure(self) -> PlantMeasurement:
         """Sensor readings now: encoder counts (floor) and noisy, quantized current."""
         counts = math.floor(self.theta_rad / self._rad_per_count)
-        sensor = self.cfg.current_sensor
         i = self.current_a
-        if sensor.noise_std_a:
+        noise_std = self._noise_std_a
+        if noise_std:
             if self.t_s != self._noise_t:
                 noise = self._noise
                 if not noise:  # draw in blocks: one numpy call per 4096 samples, not one per tick
                     noise.extend(self._rng.standard_normal(4096).tolist())
                 self._noise_sample = noise.pop()
                 self._noise_t = self.t_s
-            i += sensor.noise_std_a * self._noise_sample
-        if sensor.resolution_a:
-            i = round(i / sensor.resolution_a) * sensor.resolution_a
+            i += noise_std * self._noise_sample
+        resolution = self._resolution_a
+        if resolution:
+            i = round(i / resolution) * resolution
         return PlantMeasurement(counts * self._rad_per_count, counts, i)
 
     def energy_j(self) -> float:

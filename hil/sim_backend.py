@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from controller.compile_hints import mypyc_attr
 from controller.config import Config, ScenarioConfig
 from drivers.backend import NAN, Backend, Clock, DriveState, Feedback
 from drivers.errors import EnableError
@@ -24,6 +25,7 @@ FAULTS = ("stale", "nan_current", "drive_fault", "blocked_rotor", "inverted_sign
 SIM_FAULT_CODE = 0x5441  # arbitrary drive-side code for an injected fault
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # tests derive variants of the sim drive
 class SimBackend(Backend):
     name = "sim"
 

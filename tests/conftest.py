@@ -30,12 +30,14 @@ def with_changes(cfg: Config, **sections) -> Config:
 
 def sim(cfg: Config, out: Path, *, scenario: str = "creep", duration_s: float | None = None,
         compensation: str | None = None, seed: int = 1, faults: tuple[tuple[float, str], ...] = (),
-        reference: Reference | None = None, backend_hook=None):
-    """A lockstep run; returns (summary, log, backend)."""
+        reference: Reference | None = None, backend_hook=None, backend_cls=SimBackend):
+    """A lockstep run; returns (summary, log, backend). ``backend_cls``: a SimBackend subclass
+    (to change the drive's behaviour, override its hooks: a compiled SimBackend ignores a
+    method assigned on the instance)."""
     sc = cfg.scenario(scenario)
     duration = duration_s if duration_s is not None else sc.duration_s
     clock = SimClock()
-    backend = SimBackend(cfg, clock, seed=seed, scenario=sc)
+    backend = backend_cls(cfg, clock, seed=seed, scenario=sc)
     for t_s, fault in faults:
         backend.inject_at(t_s, fault)
     if backend_hook is not None:

@@ -225,19 +225,14 @@ def test_anti_windup_blocked_at_the_limit_then_released(ref_cfg, tmp_path):
                                         "torque_limit_nm": 5.0})
     released_at = 10.2
 
-    def hook(backend):
-        backend.inject_at(0.05, "blocked_rotor")
-        original = backend._read
-
-        def read():
-            if backend.clock.now() >= released_at and backend.plant.blocked:
-                backend.clear_injected("blocked_rotor")
-            return original()
-
-        backend._read = read
+    class ReleasedAt(SimBackend):  # the rotor is freed at released_at
+        def _read(self):
+            if self.clock.now() >= released_at and self.plant.blocked:
+                self.clear_injected("blocked_rotor")
+            return super()._read()
 
     summary, run, backend = sim(cfg, tmp_path, duration_s=12.0, reference=StepThenHold(step),
-                                backend_hook=hook)
+                                faults=((0.05, "blocked_rotor"),), backend_cls=ReleasedAt)
     assert summary["faults"] == []
     t = run["t_s"]
     blocked = (t > 1.0) & (t < released_at - 0.1)
