@@ -291,6 +291,26 @@ def cmd_hil(args: argparse.Namespace) -> int:
     return _exit_code(summary)
 
 
+def cmd_faults(args: argparse.Namespace) -> int:
+    from hil.fault_campaign import (HEADER, markdown_row, row_cells, run_campaign, select,
+                                    write_rows)
+
+    cfg = _load(args)
+    cases = select(args.protocol)
+    out = Path(args.out)
+    print(f"fault campaign: {len(cases)} cases, lockstep, seed {args.seed} "
+          f"(frictionctl faults{' --protocol ' + args.protocol if args.protocol else ''})")
+    print(markdown_row(HEADER))
+    print("|" + "---|" * len(HEADER), flush=True)
+    rows = run_campaign(cfg, out, cases, seed=args.seed,
+                        on_row=lambda row: print(markdown_row(row_cells(row)), flush=True))
+    write_rows(out, rows)
+    failed = [r.case for r in rows if not r.passed]
+    print(f"{len(rows) - len(failed)}/{len(rows)} cases pass"
+          + (f"; failed: {', '.join(failed)}" if failed else "") + f" (rows in {out / 'campaign.json'})")
+    return 1 if failed else 0
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     from .report import plot_run
 
@@ -585,6 +605,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="raw traffic: CAN in a python-can format by extension (.log candump, .asc); "
                         "serial as text lines (t, > or <, the bytes escaped)")
     _add_live_options(p)
+
+    p = add("faults", cmd_faults, "the fault campaign: every injectable fault on the sim and "
+                                  "through each driver against its emulator, each checked "
+                                  "against its expected row; exit 1 if any case fails")
+    common(p, "faults-out")
+    p.add_argument("--protocol", choices=("sim", "cia402", "odrive_can", "odrive_ascii"),
+                   default=None, help="only the cases of this backend (default: all)")
 
     p = add("plot", cmd_plot, "plot a run log")
     p.add_argument("log", help="run log (run.fctl)")

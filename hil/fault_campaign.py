@@ -9,7 +9,8 @@ summary.json and from the (emulated) drive afterwards:
 - detected: ticks from the injection to the first fault in the log (``—``: none);
 - category: the stop as logged (``stop_phase``): ``STO``, ``SS1``, ``hold`` (``safety.hold_s``
   > 0), or ``SS1→STO`` / ``hold→STO`` when the stop escalated;
-- peak speed and peak error from the detection (from the injection when nothing was detected);
+- peak speed and peak error (``pos_ref − pos``) from the injection to the end of the log, so
+  the growth up to the detection is in (the stop's own reference follows the axis from there);
 - rise after STO: how much the plant's own speed rises over ``COAST_S`` left to itself after
   the stop (the drive applies what it still applies: nothing once disabled; the plant's true
   speed, as the logged one may be the very feedback that failed);
@@ -28,6 +29,7 @@ confirmed — and is never reported disabled while it is enabled; the log is com
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,8 +59,8 @@ HEARTBEAT_DURATION_S = 4.0  # [s]
 COAST_S = 0.2  # the plant left to itself after the run [s]
 SETTLE_S = 0.5  # longest wait for the emulated drive to act on the disable [s]
 # Drive link settings of the campaign (lockstep on a shared machine): a generous per-exchange
-# timeout, and a heartbeat supervised at 0.3 s (wall time) with heartbeats every 0.05 s
-LINK_TIMEOUT_S = 0.05
+# timeout (shorter than the drive watchdog: a lost reply must not starve it), and a heartbeat supervised at 0.3 s (wall time) with heartbeats every 0.05 s
+LINK_TIMEOUT_S = 0.02
 HEARTBEAT_TIMEOUT_S = 0.3
 HEARTBEAT_PERIOD_S = 0.05  # CiA 402 producer; the emulated ODrive sends every 0.1 s
 ODRIVE_HEARTBEAT_PERIOD_S = 0.1
@@ -286,16 +288,16 @@ def evaluate(cfg: Config, case: Case, log_path: Path, summary: dict, injected: i
     fault_name = FaultKind(int(fault[first])).name if first is not None else "—"
     phases = log["stop_phase"]
     category = stop_category(phases, cfg.safety.hold_s)
-    start = first if first is not None else int(np.searchsorted(ticks, injected or 0))
+    start = int(np.searchsorted(ticks, injected if injected is not None else ticks[-1]))
     vel, err = log["vel_rad_s"][start:], (log["pos_ref_rad"] - log["pos_rad"])[start:]
     peak_speed, peak_error = _peak(vel), _peak(err)
     coast_start, coast_peak = coast
     rise = coast_peak - coast_start if np.any(phases == StopPhase.STO) else math.nan
     reported = summary.get("drive_enabled_at_exit")
     complete = bool(summary.get("log_complete")) and phases.size > 0 \
-        and phases[-1] == StopPhase.DISABLED
+        and bool(phases[-1] == StopPhase.DISABLED)
     row = Row(case.name, case.backend, injected, detected, fault_name, category, peak_speed,
-              peak_error, rise, reported, drive_enabled, complete, expect, [])
+              peak_error, rise, reported, bool(drive_enabled), complete, expect, [])
     row.problems = check(row, cfg)
     return row
 
@@ -340,11 +342,12 @@ def check(row: Row, cfg: Config) -> list[str]:
 
 
 # --- the campaign ---------------------------------------------------------------------------------
-def select(backend: str | None = None, cases: Sequence[Case] = CASES) -> list[Case]:
-    return [c for c in cases if backend is None or c.backend == backend]
+def select(backend: str | None = None, cases: Sequence[Case] | None = None) -> list[Case]:
+    """The cases of ``backend`` (all when None) from ``cases`` (default: :data:`CASES`)."""
+    return [c for c in (CASES if cases is None else cases) if backend is None or c.backend == backend]
 
 
-def run_campaign(base: Config, out: Path, cases: Iterable[Case] = CASES, seed: int = 1,
+def run_campaign(base: Config, out: Path, cases: Iterable[Case], seed: int = 1,
                  on_row: Callable[[Row], None] | None = None) -> list[Row]:
     """Each case into ``out/<n>-<name>/``; ``on_row`` gets each row as it is done."""
     rows = []
@@ -385,3 +388,17 @@ def markdown_table(rows: Sequence[Row]) -> str:
     lines += [markdown_row(row_cells(r)) for r in rows]
     return "\n".join(lines)
 
+
+
+def write_rows(out: Path, rows: Sequence[Row]) -> Path:
+    """out/campaign.json (one record per case: the row, its expectation, pass or the problems)
+    and out/campaign.md (the table as printed)."""
+    from controller.runner import _json_safe
+
+    out.mkdir(parents=True, exist_ok=True)
+    records = [{**{k: v for k, v in dataclasses.asdict(r).items() if k != "expect"},
+                "expect": dataclasses.asdict(r.expect), "passed": r.passed} for r in rows]
+    (out / "campaign.md").write_text(markdown_table(rows) + "\n")
+    path = out / "campaign.json"
+    path.write_text(json.dumps(_json_safe(records), indent=2) + "\n")
+    return path
