@@ -33,7 +33,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -247,7 +247,8 @@ def run_case(base: Config, case: Case, out: Path, seed: int = 1) -> Row:
             summary = run_session(rig.cfg, _session(rig.cfg, scenario, rig.backend, trigger, seed,
                                                     rig.true_friction_nm), out, plot=False)
             drive_enabled = emulator_enabled(rig.emulator, SETTLE_S)
-            coast = rig.emulator.coast(coast_periods)
+            emulator: Any = rig.emulator
+            coast = emulator.coast(coast_periods)
             cfg = rig.cfg
     injected = trigger.fired[0][0] if trigger.fired else None
     return evaluate(cfg, case, out / "run.fctl", summary, injected, drive_enabled, coast)
@@ -334,8 +335,8 @@ def check(row: Row, cfg: Config) -> list[str]:
     else:
         if row.drive_enabled:
             problems.append("drive left enabled")
-    if row.drive_enabled and row.reported_enabled is False:
-        problems.append("reported disabled while the drive is enabled (disable not confirmed)")
+        if row.drive_enabled and row.reported_enabled is False:
+            problems.append("reported disabled while the drive is enabled")
     if not row.log_complete:
         problems.append("log incomplete")
     return problems
@@ -369,10 +370,14 @@ def row_cells(row: Row) -> tuple[str, ...]:
     detected = "—" if row.detected_ticks is None else f"+{row.detected_ticks}"
     rise = "—" if math.isnan(row.rise_after_sto_rad_s) else f"{row.rise_after_sto_rad_s:+.2g}"
     state = "enabled" if row.drive_enabled else "disabled"
-    confirmed = {True: "not confirmed", False: "confirmed"}.get(row.reported_enabled, "?")
-    expected = (f"{e.category}, none detected" if e.max_ticks is None
-                else f"{e.category} ≤ {e.max_ticks}") + (", refused" if e.drive_refuses else "") \
-        + (", unbraked" if e.overhauling else "")
+    confirmed = "?" if row.reported_enabled is None else (
+        "not confirmed" if row.reported_enabled else "confirmed")
+    if e.drive_refuses:
+        expected = f"{e.category}; disable refused, reported not confirmed"
+    elif e.max_ticks is None:
+        expected = f"{e.category}, none detected"
+    else:
+        expected = f"{e.category} ≤ {e.max_ticks}" + (", unbraked" if e.overhauling else "")
     result = "pass" if row.passed else "FAIL: " + "; ".join(row.problems)
     return (row.case, detected, row.fault, row.category, f"{row.peak_speed_rad_s:.3g}",
             f"{row.peak_error_rad:.2g}", rise, f"{state}, {confirmed}",
