@@ -209,3 +209,21 @@ def test_faults_command_exits_1_when_a_case_fails_its_row(monkeypatch, tmp_path,
     assert [r["passed"] for r in rows] == [True, False]
     monkeypatch.setattr(fault_campaign, "CASES", (good,))
     assert cli.main(["faults", "--protocol", "sim", "--out", str(tmp_path / "again")]) == 0
+
+
+def test_hil_runs_a_scenario_fault_through_the_emulator(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(with_faults([{"at_s": 0.3, "kind": "bus_off"}])))
+    rc = cli.main(["hil", "--protocol", "odrive_can", "--config", str(path), "--scenario", "creep",
+                   "--duration", "0.6", "--out", str(tmp_path / "out")])
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert rc == 1
+    assert summary["injected"] == [{"kind": "bus_off", "at_s": 0.3, "tick": 300}]
+    assert summary["faults"] and "bus off" in summary["faults"][0]
+    assert summary["emulator_drive_enabled_at_exit"] is False
+    capsys.readouterr()
+    path.write_text(yaml.safe_dump(with_faults([{"at_s": 0.3, "kind": "rtr"}])))
+    rc = cli.main(["hil", "--protocol", "odrive_ascii", "--config", str(path), "--scenario", "creep",
+                   "--duration", "0.6", "--out", str(tmp_path / "refused")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "scenarios.creep.faults[0].kind: rtr cannot be injected on odrive_ascii" in err
