@@ -46,7 +46,7 @@ from controller.safety import FaultKind
 from controller.stop import StopPhase
 from drivers.backend import DriveState
 
-from .fault_injection import arm
+from .fault_injection import arm, record_injected
 from .hil_session import PROTOCOLS, bench_config, emulator_enabled, hil_rig
 from .sim_backend import SimBackend
 
@@ -250,6 +250,7 @@ def run_case(base: Config, case: Case, out: Path, seed: int = 1) -> Row:
             emulator: Any = rig.emulator
             coast = emulator.coast(coast_periods)
             cfg = rig.cfg
+    record_injected(out, summary, trigger)
     injected = trigger.fired[0][0] if trigger.fired else None
     return evaluate(cfg, case, out / "run.fctl", summary, injected, drive_enabled, coast)
 
