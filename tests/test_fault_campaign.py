@@ -213,7 +213,9 @@ def test_faults_command_exits_1_when_a_case_fails_its_row(monkeypatch, tmp_path,
 
 def test_hil_runs_a_scenario_fault_through_the_emulator(tmp_path, capsys):
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump(with_faults([{"at_s": 0.3, "kind": "bus_off"}])))
+    data = with_faults([{"at_s": 0.3, "kind": "bus_off"}])
+    data["drive"]["timeout_s"] = 0.05  # lockstep on a loaded machine: no spurious stale samples
+    path.write_text(yaml.safe_dump(data))
     rc = cli.main(["hil", "--protocol", "odrive_can", "--config", str(path), "--scenario", "creep",
                    "--duration", "0.6", "--out", str(tmp_path / "out")])
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
@@ -222,7 +224,8 @@ def test_hil_runs_a_scenario_fault_through_the_emulator(tmp_path, capsys):
     assert summary["faults"] and "bus off" in summary["faults"][0]
     assert summary["emulator_drive_enabled_at_exit"] is False
     capsys.readouterr()
-    path.write_text(yaml.safe_dump(with_faults([{"at_s": 0.3, "kind": "rtr"}])))
+    data["scenarios"]["creep"]["faults"] = [{"at_s": 0.3, "kind": "rtr"}]
+    path.write_text(yaml.safe_dump(data))
     rc = cli.main(["hil", "--protocol", "odrive_ascii", "--config", str(path), "--scenario", "creep",
                    "--duration", "0.6", "--out", str(tmp_path / "refused")])
     err = capsys.readouterr().err
