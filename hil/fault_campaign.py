@@ -47,10 +47,9 @@ from controller.stop import StopPhase
 from drivers.backend import DriveState
 
 from .fault_injection import arm, record_injected
-from .hil_session import PROTOCOLS, bench_config, emulator_enabled, hil_rig
+from .hil_session import bench_config, emulator_enabled, hil_rig
 from .sim_backend import SimBackend
 
-BACKENDS = ("sim",) + PROTOCOLS
 SCENARIO = "fault_campaign"
 VELOCITY_RAD_S = 0.1  # the campaign scenario's speed [rad/s]
 INJECT_AT_S = 0.5  # [s]

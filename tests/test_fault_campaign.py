@@ -123,7 +123,7 @@ def _frames(bus: can.BusABC, n_max: int = 50) -> list[can.Message]:
     return out
 
 
-def test_can_faults_are_real_frames_on_the_bus(tmp_path):
+def test_can_faults_are_real_frames_on_the_bus():
     plant = reference_config().plant
     with ODriveCanEmulator(plant, channel="fc-odrive", heartbeat_period_s=None) as emu, \
             _listener("fc-odrive") as bus:
