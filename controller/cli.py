@@ -4,7 +4,6 @@ one-line messages and exit codes (2: bad input or config, 1: a run that faulted 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import os
 import json
@@ -261,29 +260,8 @@ def _add_live_options(p: argparse.ArgumentParser) -> None:
                         "(port 9870; timestamp field t_s)")
 
 
-def _retune_for_rate(cfg, delay_periods: int = 1):
-    """A loop rate too slow for the configured PID bandwidth: retune by the same triple-pole
-    rule. The rule needs the rate >= 20× the bandwidth per period of command delay (a CiA 402
-    drive applies a command at the next SYNC: two periods) for its phase margin."""
-    from .gains import PIDGains
-
-    ctrl = cfg.controller
-    bw_hz = ctrl.pid.kd / (3.0 * ctrl.J) / (2.0 * math.pi)
-    ratio = 20.0 * delay_periods
-    if cfg.loop.rate_hz >= ratio * bw_hz:
-        return cfg
-    new_bw = cfg.loop.rate_hz / ratio
-    gains = PIDGains.triple_pole(ctrl.J, new_bw, output_limit_nm=ctrl.pid.output_limit_nm,
-                                 derivative_cutoff_hz=min(ctrl.pid.derivative_cutoff_hz,
-                                                          cfg.loop.rate_hz / 4.0))
-    print(f"frictionctl: {cfg.loop.rate_hz:g} Hz is too slow for a {bw_hz:.3g} Hz position loop "
-          f"with {delay_periods} period(s) of command delay: PID retuned by the triple-pole rule "
-          f"at {new_bw:.3g} Hz", file=sys.stderr)
-    return dataclasses.replace(cfg, controller=dataclasses.replace(ctrl, pid=gains))
-
-
 def cmd_hil(args: argparse.Namespace) -> int:
-    from hil.hil_session import COMMAND_DELAY_PERIODS, ascii_rate_limit, hil_run
+    from hil.hil_session import bench_config, hil_run
 
     from .runner import print_summary
 
@@ -292,21 +270,11 @@ def cmd_hil(args: argparse.Namespace) -> int:
                          "could follow it; plot its report.png instead)")
     cfg = _load(args)
     _rotary_only(cfg, f"hil --protocol {args.protocol}")
-    if args.rate is not None:
-        if not 0 < args.rate <= 20000:
-            raise UsageError(f"--rate: must be in (0, 20000] Hz, got {args.rate:g}")
-        cfg = dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, rate_hz=args.rate))
-    elif args.protocol == "odrive_ascii" and cfg.loop.rate_hz > ascii_rate_limit(cfg):
-        limit = ascii_rate_limit(cfg)
-        print(f"frictionctl: odrive_ascii at {cfg.drive.baudrate} baud holds at most {limit:.0f} Hz: "
-              f"running the loop at {int(limit)} Hz (set --rate or drive.baudrate)", file=sys.stderr)
-        cfg = dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, rate_hz=float(int(limit))))
-    cfg = _retune_for_rate(cfg, COMMAND_DELAY_PERIODS[args.protocol])
-    if math.isfinite(cfg.drive.watchdog_timeout_s) and cfg.drive.watchdog_timeout_s <= 3 * cfg.loop.dt_s:
-        wd = 5 * cfg.loop.dt_s
-        print(f"frictionctl: drive.watchdog_timeout_s {cfg.drive.watchdog_timeout_s:g} s is within 3 loop "
-              f"periods: the emulated drive's watchdog is set to {wd:.3g} s", file=sys.stderr)
-        cfg = dataclasses.replace(cfg, drive=dataclasses.replace(cfg.drive, watchdog_timeout_s=wd))
+    if args.rate is not None and not 0 < args.rate <= 20000:
+        raise UsageError(f"--rate: must be in (0, 20000] Hz, got {args.rate:g}")
+    cfg, notes = bench_config(cfg, args.protocol, args.rate)
+    for note in notes:
+        print(f"frictionctl: {note}", file=sys.stderr)
     latch_dir = None
     if args.realtime:  # the real clock latches like `run`; lockstep does not
         from .latch import refuse_if_latched, state_dir
@@ -331,6 +299,26 @@ def cmd_hil(args: argparse.Namespace) -> int:
         _latch(latch_from_summary(latch_dir, summary, command="hil --realtime",
                                   protocol=args.protocol, scenario=args.scenario))
     return _exit_code(summary)
+
+
+def cmd_faults(args: argparse.Namespace) -> int:
+    from hil.fault_campaign import (HEADER, markdown_row, row_cells, run_campaign, select,
+                                    write_rows)
+
+    cfg = _load(args)
+    cases = select(args.protocol)
+    out = Path(args.out)
+    print(f"fault campaign: {len(cases)} cases, lockstep, seed {args.seed} "
+          f"(frictionctl faults{' --protocol ' + args.protocol if args.protocol else ''})")
+    print(markdown_row(HEADER))
+    print("|" + "---|" * len(HEADER), flush=True)
+    rows = run_campaign(cfg, out, cases, seed=args.seed,
+                        on_row=lambda row: print(markdown_row(row_cells(row)), flush=True))
+    write_rows(out, rows)
+    failed = [r.case for r in rows if not r.passed]
+    print(f"{len(rows) - len(failed)}/{len(rows)} cases pass"
+          + (f"; failed: {', '.join(failed)}" if failed else "") + f" (rows in {out / 'campaign.json'})")
+    return 1 if failed else 0
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -633,6 +621,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="raw traffic: CAN in a python-can format by extension (.log candump, .asc); "
                         "serial as text lines (t, > or <, the bytes escaped)")
     _add_live_options(p)
+
+    p = add("faults", cmd_faults, "the fault campaign: every injectable fault on the sim and "
+                                  "through each driver against its emulator, each checked "
+                                  "against its expected row; exit 1 if any case fails")
+    common(p, "faults-out")
+    p.add_argument("--protocol", choices=("sim", "cia402", "odrive_can", "odrive_ascii"),
+                   default=None, help="only the cases of this backend (default: all)")
 
     p = add("plot", cmd_plot, "plot a run log")
     p.add_argument("log", help="run log (run.fctl)")

@@ -393,16 +393,59 @@ class PlantChange:
             require(self.fc_scale > 0, "fc_scale", f"must be > 0, got {self.fc_scale}")
 
 
+# Faults a scenario can inject (``faults:``). The plant's (any backend's plant; ``load_step``
+# needs ``torque_nm``) and the drive links' (each emulator injects them at the protocol level;
+# which backend takes which: ``hil.fault_injection.SUPPORTED``).
+FaultName = Literal[
+    "stale", "nan_current", "drive_fault", "blocked_rotor", "inverted_sign", "load_step",
+    "frame_loss", "bus_off", "error_frames", "rtr", "idle_ignored", "heartbeat_stop",
+    "serial_unplug", "line_noise",
+]
+_COUNTED_FAULTS = ("frame_loss", "error_frames")
+
+
+@dataclass(frozen=True)
+class ScenarioFault:
+    """One injected fault: ``kind`` from the first tick at or after ``at_s`` of the run."""
+
+    at_s: float  # [s] from the start of the run
+    kind: FaultName
+    torque_nm: Optional[float] = None  # load_step: the added load torque [N·m] (opposes +rad)
+    frames: int = 0  # frame_loss / error_frames: how many frames (frame_loss 0 = all from then on)
+
+    def __post_init__(self) -> None:
+        require(math.isfinite(self.at_s) and self.at_s >= 0, "at_s",
+                f"must be a finite time >= 0 s, got {self.at_s}")
+        if self.kind == "load_step":
+            require(self.torque_nm is not None, "torque_nm", "required for kind load_step")
+        else:
+            require(self.torque_nm is None, "torque_nm", f"only for kind load_step, not {self.kind}")
+        if self.torque_nm is not None:
+            require(math.isfinite(self.torque_nm) and abs(self.torque_nm) <= 1e4, "torque_nm",
+                    f"must be finite, |torque_nm| <= 1e4 N·m, got {self.torque_nm}")
+        if self.kind in _COUNTED_FAULTS:
+            require(0 <= self.frames <= 1_000_000, "frames", f"must be 0..1000000, got {self.frames}")
+            require(self.kind != "error_frames" or self.frames > 0, "frames",
+                    "error_frames needs frames >= 1")
+        else:
+            require(self.frames == 0, "frames", f"only for kinds {', '.join(_COUNTED_FAULTS)}, "
+                                                f"not {self.kind}")
+
+
 @dataclass(frozen=True)
 class ScenarioConfig:
     reference: ReferenceConfig
     duration_s: float = 10.0  # [s]
     fc_profile: Optional[tuple[tuple[float, float], ...]] = None  # overrides plant.fc_profile
     changes: tuple[PlantChange, ...] = ()
+    faults: tuple[ScenarioFault, ...] = ()  # injected faults (sim and hil)
     description: str = ""
 
     def __post_init__(self) -> None:
         require(self.duration_s > 0, "duration_s", f"must be > 0, got {self.duration_s}")
+        for i, fault in enumerate(self.faults):
+            require(fault.at_s < self.duration_s, f"faults[{i}].at_s",
+                    f"must be before the end of the scenario ({self.duration_s:g} s), got {fault.at_s:g}")
 
 
 # --- the whole file -----------------------------------------------------------------------------

@@ -339,7 +339,12 @@ class ControlLoop:
             self.missed_deadlines = missed
             if stopping_at >= 0 and (stop.finished or not backend.enabled):
                 self._k = k
-                backend.disable()
+                try:
+                    backend.disable()
+                except Exception as err:  # noqa: BLE001 - not confirmed: a fault, and the row says so
+                    safety.trip(FaultKind.COMMUNICATION, f"disable: {type(err).__name__}: {err}",
+                                k * dt)
+                    log.error("%s: disable not confirmed: %s", backend.name, err)
                 stop.phase = StopPhase.DISABLED
                 if sink is not None:  # the disable is a row of its own: what the drive reports
                     self._log_disable(sink, k * dt, pos, vel, pos_ref, vel_ref, fb, f_true)

@@ -105,10 +105,12 @@ class PID:
     def enabled(self) -> bool:
         return self._enabled
 
-    def enable(self, pos_rad: float, u0_nm: float = 0.0) -> None:
-        """Start (bumpless): the derivative filter starts at the measurement ``pos_rad`` [rad] at
-        rest, the integrator at ``u0_nm`` [N·m] clamped to the limit, so that with zero error and
-        zero derivative the first output is ``u0_nm`` (+ that tick's ff)."""
+    def enable(self, pos_rad: float, u0_nm: float = 0.0, vel_rad_s: float = 0.0) -> None:
+        """Start (bumpless): the derivative filter starts at the measurement ``pos_rad`` [rad]
+        moving at ``vel_rad_s`` [rad/s] (0: at rest; a stop that starts at speed passes the
+        measured speed, or the derivative term kicks by kd·v), the integrator at ``u0_nm`` [N·m]
+        clamped to the limit, so that with zero error and a reference moving at the measured
+        speed the first output is ``u0_nm`` (+ that tick's ff)."""
         if not math.isfinite(pos_rad):
             raise ValueError(f"pos_rad: must be finite to enable, got {pos_rad!r}")
         if not math.isfinite(u0_nm):
@@ -116,6 +118,7 @@ class PID:
         lim = self._lim
         u0 = lim if u0_nm > lim else (-lim if u0_nm < -lim else float(u0_nm))
         self._zero_outputs()
+        self.vel_filt_rad_s = float(vel_rad_s) if math.isfinite(vel_rad_s) else 0.0
         self._prev_pos = float(pos_rad)
         self.i_nm = u0
         self.out_nm = u0

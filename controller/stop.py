@@ -127,7 +127,10 @@ class SafeStop:
         self._v_bound = abs(v0) + max(0.25 * abs(v0), self.rise_floor)
         u0 = u_last if math.isfinite(u_last) else 0.0
         self.law.enable(pos)
-        self.law.pid.enable(pos, u0)  # bumpless: the integrator carries the last command
+        # bumpless: the integrator carries the last command; the derivative filter starts at
+        # the measured speed, from where the axis was one period ago at that speed (the first
+        # stop tick differences this tick's own position: a zero difference would kick kd·v0)
+        self.law.pid.enable(pos - v0 * self.dt_s, u0, v0)
         self.phase = StopPhase.SS1
 
     def runaway(self, pos: float, vel: float, pos_ref: float, vel_ref: float) -> bool:

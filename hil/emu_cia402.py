@@ -22,7 +22,9 @@ period); ``realtime`` — a thread advances the plant every ``period_s`` of real
 only samples it.
 
 Fault injection: :meth:`drop_next`, :meth:`delay_next`, :meth:`inject_fault`,
-:meth:`send_error_frame`, :meth:`stop_heartbeat` (and ``silent=True``: never a heartbeat).
+:meth:`send_error_frame`, :meth:`send_remote_frame`, :meth:`ignore_disable`,
+:meth:`stop_heartbeat` (and ``silent=True``: never a heartbeat); :meth:`coast` runs the plant
+on after the host went quiet.
 ``capture_path`` records every frame on the channel through ``can.Logger`` (format by extension:
 ``.log`` candump, ``.asc``, ...).
 """
@@ -162,6 +164,7 @@ class Cia402Emulator:
         self._consumer: Optional[tuple[int, float]] = None  # (master node id, time [s])
         self._master_hb_s: Optional[float] = None  # monotonic time of the last master heartbeat
         self._consumer_expired = False
+        self._ignore_disable = False  # fault injection: OPERATION ENABLED is never left on command
         self._live: dict[int, Callable[[], int]] = {
             OD_STATUSWORD: lambda: self.statusword,
             OD_CONTROLWORD: lambda: self._cw,
@@ -317,6 +320,30 @@ class Cia402Emulator:
         self._send_message(can.Message(arbitration_id=error_class, data=data, is_error_frame=True,
                                        is_extended_id=False))
 
+    def ignore_disable(self) -> None:
+        """From now on OPERATION ENABLED is not left on a controlword (a drive that does not obey
+        the disable: its statusword keeps saying so); faults still stop it."""
+        with self._lock:
+            self._ignore_disable = True
+
+    def send_remote_frame(self, cob_id: int, dlc: int = 1) -> None:
+        """A remote frame (RTR) on ``cob_id`` from another node on the bus, e.g. a node-guarding
+        request on 0x700 + node id."""
+        self._send_message(can.Message(arbitration_id=cob_id, is_remote_frame=True, dlc=dlc,
+                                       is_extended_id=False))
+
+    def coast(self, periods: int) -> tuple[float, float]:
+        """Advance the plant ``periods`` periods as the drive now drives it, with no host traffic
+        (after a run: the current it still applies, or none when disabled); (|speed| at the
+        start, peak |speed| on the way) [rad/s]."""
+        with self._changed:
+            start = peak = abs(self.plant.omega_rad_s)
+            for _ in range(periods):
+                self.plant.advance(self._current_command_a(), self.period_s)
+                peak = max(peak, abs(self.plant.omega_rad_s))
+            self._changed.notify_all()
+        return start, peak
+
     def stop_heartbeat(self) -> None:
         """Stop the heartbeat now and for good (a later 0x1017 write does not restart it)."""
         self._silent = True
@@ -340,6 +367,9 @@ class Cia402Emulator:
     def _step_state(self) -> None:
         state, transition = drive_step(self._state, self._cw_prev, self._cw)
         self._cw_prev = self._cw
+        if (self._ignore_disable and self._state is PowerState.OPERATION_ENABLED
+                and not state.is_fault):
+            return  # injected: the disable is not obeyed
         if transition is not None:
             self._set_state(state, transition)
 

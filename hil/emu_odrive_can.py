@@ -24,7 +24,7 @@ REALTIME advances the plant against the wall clock in the service thread.
 Fault injection: :meth:`drop_next`, :meth:`delay_next` (response frames: replies to Get_*
 requests and cyclic feedback, heartbeats are not affected; a delayed frame's content is as of
 the request), :meth:`inject_axis_error`,
-:meth:`send_error_frame`, :meth:`expire_watchdog`. Capture: ``capture`` is a ``can.Listener`` or a
+:meth:`send_error_frame`, :meth:`expire_watchdog`, :meth:`stop_heartbeat`, :meth:`ignore_idle`. Capture: ``capture`` is a ``can.Listener`` or a
 path for ``can.Logger`` (format from the extension: ``.log`` candump, ``.asc``, ...); it receives
 every frame the emulator receives and sends.
 """
@@ -135,6 +135,12 @@ class ODriveCanEmulator(ODriveEmulatorBase):
         id, e.g. 0x040 bus-off)."""
         with self._lock:
             self._send_message(can.Message(is_error_frame=True, arbitration_id=error_class, dlc=0))
+
+    def stop_heartbeat(self) -> None:
+        """Stop sending heartbeats, for good (a drive whose CAN side hangs)."""
+        with self._lock:
+            self.heartbeat_period_s = None
+            self.heartbeat_every_ticks = 0
 
     def send_heartbeat(self) -> None:
         with self._lock:

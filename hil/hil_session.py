@@ -66,6 +66,50 @@ def ascii_rate_limit(cfg: Config) -> float:
     return max_rate_for_baud(d.baudrate, d.axis, d.checksum, d.status_every_ticks > 0)
 
 
+def retune_for_rate(cfg: Config, delay_periods: int = 1) -> tuple[Config, str]:
+    """A loop rate too slow for the configured PID bandwidth: retune by the same triple-pole
+    rule. The rule needs the rate >= 20× the bandwidth per period of command delay (a CiA 402
+    drive applies a command at the next SYNC: two periods) for its phase margin. Returns the
+    config and what was done ("" when nothing)."""
+    from controller.gains import PIDGains
+
+    ctrl = cfg.controller
+    bw_hz = ctrl.pid.kd / (3.0 * ctrl.J) / (2.0 * math.pi)
+    ratio = 20.0 * delay_periods
+    if cfg.loop.rate_hz >= ratio * bw_hz:
+        return cfg, ""
+    new_bw = cfg.loop.rate_hz / ratio
+    gains = PIDGains.triple_pole(ctrl.J, new_bw, output_limit_nm=ctrl.pid.output_limit_nm,
+                                 derivative_cutoff_hz=min(ctrl.pid.derivative_cutoff_hz,
+                                                          cfg.loop.rate_hz / 4.0))
+    note = (f"{cfg.loop.rate_hz:g} Hz is too slow for a {bw_hz:.3g} Hz position loop with "
+            f"{delay_periods} period(s) of command delay: PID retuned by the triple-pole rule at "
+            f"{new_bw:.3g} Hz")
+    return dataclasses.replace(cfg, controller=dataclasses.replace(ctrl, pid=gains)), note
+
+
+def bench_config(cfg: Config, protocol: str, rate_hz: float | None = None) -> tuple[Config, list[str]]:
+    """The config as ``hil`` runs it on the bench: ``rate_hz`` (else the rate the ASCII link
+    holds when the configured one is faster), the PID retuned for the rate, and a drive
+    watchdog of at least 5 periods. Returns it with one note per change."""
+    notes = []
+    if rate_hz is not None:
+        cfg = dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, rate_hz=rate_hz))
+    elif protocol == "odrive_ascii" and cfg.loop.rate_hz > ascii_rate_limit(cfg):
+        limit = ascii_rate_limit(cfg)
+        notes.append(f"odrive_ascii at {cfg.drive.baudrate} baud holds at most {limit:.0f} Hz: "
+                     f"running the loop at {int(limit)} Hz (set --rate or drive.baudrate)")
+        cfg = dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, rate_hz=float(int(limit))))
+    cfg, note = retune_for_rate(cfg, COMMAND_DELAY_PERIODS[protocol])
+    notes += [note] if note else []
+    if math.isfinite(cfg.drive.watchdog_timeout_s) and cfg.drive.watchdog_timeout_s <= 3 * cfg.loop.dt_s:
+        wd = 5 * cfg.loop.dt_s
+        notes.append(f"drive.watchdog_timeout_s {cfg.drive.watchdog_timeout_s:g} s is within 3 loop "
+                     f"periods: the emulated drive's watchdog is set to {wd:.3g} s")
+        cfg = dataclasses.replace(cfg, drive=dataclasses.replace(cfg.drive, watchdog_timeout_s=wd))
+    return cfg, notes
+
+
 def emulated_watchdog_s(cfg: Config, realtime: bool) -> float | None:
     """The emulated ODrive's axis watchdog: what the drive would be configured with
     (``drive.watchdog_timeout_s``; CAN Simple cannot set it, a real drive is set up with its own
@@ -202,13 +246,22 @@ def hil_run(cfg: Config, protocol: str, scenario_name: str, out: Path, *,
     """``frictionctl hil``: one scenario end to end through the real driver and its emulator."""
     from controller.reference import make_reference
     from controller.runner import Session, run_session
+    from controller.schema import ConfigError
+
+    from .fault_injection import arm, check_supported, record_injected
 
     scenario = cfg.scenario(scenario_name)
     duration = duration_s if duration_s is not None else scenario.duration_s
+    check_supported(scenario_name, scenario.faults, protocol)
+    if scenario.faults and separate_process:
+        raise ConfigError(f"scenarios.{scenario_name}.faults", "cannot be injected into an emulator "
+                                                               "in another process (--process)")
     with hil_rig(cfg, protocol, realtime=realtime, seed=seed, capture=capture,
                  separate_process=separate_process) as rig:
         reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
-        session = Session(backend=rig.backend, clock=rig.clock, reference=reference,
+        trigger = arm(scenario_name, scenario.faults, protocol, rig.emulator, rig.clock,
+                      rig.cfg.loop.dt_s)
+        session = Session(backend=rig.backend, clock=trigger, reference=reference,
                           duration_s=duration, scenario=scenario_name, seed=seed,
                           compensation=compensation, truth=rig.true_friction_nm,
                           extra_header={"hil": {"protocol": protocol, "realtime": realtime,
@@ -217,7 +270,7 @@ def hil_run(cfg: Config, protocol: str, scenario_name: str, out: Path, *,
         summary = run_session(rig.cfg, session, out, plot=plot, progress=progress, on_loop=on_loop)
         if rig.emulator is not None:
             summary["emulator_drive_enabled_at_exit"] = emulator_enabled(rig.emulator)
-    return summary
+    return record_injected(out, summary, trigger)
 
 
 def emulator_enabled(emu, settle_s: float = 2.0) -> bool:

@@ -11,7 +11,8 @@ limiting in torque mode, the torque ramp input mode, motor/encoder sub-errors.
 
 Not thread-safe: the owning emulator serialises every call under its lock.
 :class:`ODriveEmulatorBase` holds what the two emulators share around the axis: the lock, the
-service thread's lifecycle and timers, observation and the reply drop/delay injection.
+service thread's lifecycle and timers, observation, the reply drop/delay injection, an axis
+that ignores IDLE, and :meth:`ODriveEmulatorBase.coast` (the plant after the host went quiet).
 Units: turns, turns/s, N·m, A, s (wall time for the watchdog).
 """
 
@@ -75,6 +76,7 @@ class ODriveAxis:
         self.bus_voltage_v = bus_voltage_v
         self.motor_error = 0
         self.steps = 0  # plant periods advanced
+        self.ignore_idle = False  # fault injection: IDLE requests are ignored (the axis stays armed)
         self._last_feed_s = -math.inf
 
     # --- host commands ---------------------------------------------------------------------------
@@ -84,7 +86,8 @@ class ODriveAxis:
     def request_state(self, requested: int, now_s: float) -> None:
         """Set_Axis_State / ``w axisN.requested_state``."""
         if requested == AxisState.IDLE:
-            self.state = AxisState.IDLE
+            if not self.ignore_idle:
+                self.state = AxisState.IDLE
         elif requested == AxisState.CLOSED_LOOP_CONTROL:
             if self.error == 0:
                 self.state = AxisState.CLOSED_LOOP_CONTROL
@@ -295,3 +298,21 @@ class ODriveEmulatorBase:
         with self._changed:
             self.axis.fail(code)
             self._changed.notify_all()
+
+    def ignore_idle(self) -> None:
+        """From now on the axis ignores requests to go IDLE: it stays armed and keeps applying
+        its input torque (a drive that does not obey the disable)."""
+        with self._lock:
+            self.axis.ignore_idle = True
+
+    def coast(self, periods: int) -> tuple[float, float]:
+        """Advance the plant ``periods`` periods as the axis now drives it, with no host traffic
+        (after a run: the current it still applies, or none when IDLE); (|speed| at the start,
+        peak |speed| on the way) [rad/s]."""
+        with self._changed:
+            start = peak = abs(self.plant.omega_rad_s)
+            for _ in range(periods):
+                self.axis.step()
+                peak = max(peak, abs(self.plant.omega_rad_s))
+            self._changed.notify_all()
+        return start, peak

@@ -92,6 +92,7 @@ class Turntable:
         self.temperature_c = cfg.temperature_c
         self.extra_fc_scale = 1.0  # step changes (schedule scenario) on top of the profile
         self.blocked = False  # rotor mechanically blocked (fault injection)
+        self.extra_load_nm = 0.0  # load torque added by a load step (fault injection) [N·m]
         self._base_friction = cfg.friction
         self.fc_scale = profile_value(self._fc_profile, 0.0)
         self.friction = scale_friction(self._base_friction, self.fc_scale)
@@ -113,7 +114,7 @@ class Turntable:
     def disturbance_nm(self, theta: float) -> float:
         """Cogging + unbalance + constant load torque at angle theta [N·m]."""
         cfg = self.cfg
-        tau = cfg.load_torque_nm
+        tau = cfg.load_torque_nm + self.extra_load_nm
         if cfg.unbalance_nm:
             tau += cfg.unbalance_nm * math.sin(theta + cfg.unbalance_phase_rad)
         for k, amp, phase in self._cog:

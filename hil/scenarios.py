@@ -10,6 +10,7 @@ from controller.config import Config
 from controller.reference import make_reference
 from controller.runner import Session, run_session
 
+from .fault_injection import arm, record_injected
 from .sim_backend import SimBackend
 
 
@@ -22,8 +23,9 @@ def sim_run(cfg: Config, scenario_name: str, out: Path, *, compensation: str | N
         raise ValueError(f"--duration: must be > 0, got {duration}")
     clock = SimClock()
     backend = SimBackend(cfg, clock, seed=seed, scenario=scenario)
+    trigger = arm(scenario_name, scenario.faults, "sim", backend, clock, cfg.loop.dt_s)
     reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
-    session = Session(backend=backend, clock=clock, reference=reference, duration_s=duration,
+    session = Session(backend=backend, clock=trigger, reference=reference, duration_s=duration,
                       scenario=scenario_name, seed=seed, compensation=compensation)
     summary = run_session(cfg, session, out, plot=plot, progress=progress)
-    return summary
+    return record_injected(out, summary, trigger)

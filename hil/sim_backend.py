@@ -5,8 +5,9 @@ in whole control periods, then samples the sensors. With a :class:`~controller.c
 (lockstep) each tick advances exactly one period, far faster than real time; with the real
 clock (paced) the plant follows wall time.
 
-Fault injection (tests, demos): :meth:`inject` with ``stale`` (feedback stops updating),
-``nan_current``, ``drive_fault``, ``blocked_rotor``, ``inverted_sign`` (motor wired backwards).
+Fault injection (tests, demos, a scenario's ``faults:``): :meth:`inject` with ``stale`` (feedback
+stops updating), ``nan_current``, ``drive_fault``, ``blocked_rotor``, ``inverted_sign`` (motor
+wired backwards), ``load_step`` (a load torque added to the plant, ``torque_nm``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from drivers.errors import EnableError
 from .plant import Turntable
 
 _ENABLED = DriveState.ENABLED
-FAULTS = ("stale", "nan_current", "drive_fault", "blocked_rotor", "inverted_sign")
+FAULTS = ("stale", "nan_current", "drive_fault", "blocked_rotor", "inverted_sign", "load_step")
 SIM_FAULT_CODE = 0x5441  # arbitrary drive-side code for an injected fault
 
 
@@ -55,10 +56,13 @@ class SimBackend(Backend):
         return cls(cfg, clock, seed=seed, scenario=scenario)
 
     # --- fault injection ---------------------------------------------------------------------
-    def inject(self, fault: str) -> None:
+    def inject(self, fault: str, torque_nm: float = 0.0) -> None:
+        """``torque_nm``: the load torque a ``load_step`` adds [N·m] (opposes +rad)."""
         if fault not in FAULTS:
             raise ValueError(f"unknown sim fault {fault!r} (known: {', '.join(FAULTS)})")
         self._faults.add(fault)
+        if fault == "load_step":
+            self.plant.extra_load_nm += torque_nm
         if fault == "drive_fault":
             self._fault_code = SIM_FAULT_CODE
             self._state = DriveState.FAULT
@@ -144,6 +148,16 @@ class SimBackend(Backend):
         return fb
 
     # --- simulation-only facts ---------------------------------------------------------------
+    def coast(self, periods: int) -> tuple[float, float]:
+        """Advance the plant ``periods`` control periods with no host traffic (what the axis does
+        after the run: the drive applies its last current only while it is still enabled);
+        (|speed| at the start, peak |speed| on the way) [rad/s]."""
+        start = peak = abs(self.plant.omega_rad_s)
+        for _ in range(periods):
+            self.plant.advance(self._i_cmd if self._state is _ENABLED else 0.0, self.dt_s)
+            peak = max(peak, abs(self.plant.omega_rad_s))
+        return start, peak
+
     def true_friction_nm(self) -> float:
         return self.plant.friction_nm
 

@@ -52,7 +52,8 @@ def test_error_scale_excludes_the_stop_phase_and_startup(creep_run):
     start = startup_mask(log)
     assert stop.any() and start.any()
     # the stop transient is far larger than the controlled error: it would own a naive scale
-    assert np.max(np.abs(e[stop])) > 20 * np.max(np.abs(e[~stop & ~start]))
+    # (a bumpless SS1 from the creep speed: about 17 times)
+    assert np.max(np.abs(e[stop])) > 10 * np.max(np.abs(e[~stop & ~start]))
     fig = run_figure(path)
     ax = panel(fig, "tracking_error")
     lo, hi = ax.get_ylim()
