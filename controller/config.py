@@ -278,6 +278,12 @@ class DriveConfig:
     cyclic_feedback: bool = False  # odrive_can: drive sends encoder/Iq at the loop rate (no requests)
     checksum: bool = False  # odrive_ascii: append and require the *checksum on every line
     status_every_ticks: int = 10  # odrive_ascii: poll the axis state every N ticks (0 = never)
+    # a disable (and a CiA 402 fault reset) must be confirmed by the drive's reported state within
+    # this [s]; ODrive CAN confirms by heartbeat, so it must exceed the drive's heartbeat period
+    state_timeout_s: float = 0.5
+    # true: enable even when the drive-side watchdog / heartbeat consumer cannot be configured and
+    # read back (a warning at every enable); false: refuse to enable then
+    allow_unprotected: bool = False
 
     def __post_init__(self) -> None:
         require(0 <= self.node_id <= 127, "node_id", f"must be 0..127, got {self.node_id}")
@@ -287,6 +293,8 @@ class DriveConfig:
         require(1 <= self.master_node_id <= 127, "master_node_id",
                 f"must be 1..127, got {self.master_node_id}")
         require(self.counts_per_rev >= 4, "counts_per_rev", f"must be >= 4, got {self.counts_per_rev}")
+        require(math.isfinite(self.state_timeout_s) and 0 < self.state_timeout_s <= 10,
+                "state_timeout_s", f"must be finite and in (0, 10] s, got {self.state_timeout_s}")
 
 
 # --- scenarios ----------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ from canopen.sdo import SdoAbortedError, SdoCommunicationError
 
 from controller.config import Config
 
-from .backend import Backend, Clock, DriveState, Feedback
+from .backend import Backend, Clock, DriveState, Feedback, refuse_or_warn_unprotected
 from .cia402_protocol import (
     CAN_ERR_BUSOFF, CAN_ERR_RESTARTED, CW_DISABLE_VOLTAGE, CW_ENABLE_OPERATION, CW_FAULT_RESET_BIT,
     ENABLE_STEPS, HB_OPERATIONAL, HB_STATE_NAMES, HEARTBEAT_BASE, MODE_CST, NMT_COB_ID,
@@ -86,6 +86,7 @@ class Cia402Settings:
     counts_per_rev: int = 2**24  # position actual 0x6064 [counts/rev]
     eds_path: str = ""  # EDS of the drive; "" = the minimal object dictionary built in code
     state_timeout_s: float = 0.5  # bound for disable and fault-reset confirmations [s]
+    allow_unprotected: bool = False  # enable without a confirmed heartbeat consumer 0x1016 (warned)
 
     def __post_init__(self) -> None:
         checks = (
@@ -116,6 +117,8 @@ class Cia402Settings:
             master_node_id=d.master_node_id,
             counts_per_rev=d.counts_per_rev,
             eds_path=d.eds_path,
+            state_timeout_s=d.state_timeout_s,
+            allow_unprotected=d.allow_unprotected,
         )
 
 
@@ -300,7 +303,8 @@ class Cia402Backend(Backend):
         self._sync_msg = can.Message(arbitration_id=SYNC_COB_ID, data=b"", is_extended_id=False)
         self._hb_msg = can.Message(arbitration_id=HEARTBEAT_BASE + settings.master_node_id,
                                    data=bytes([HB_OPERATIONAL]), is_extended_id=False)
-        self._master_heartbeat = False  # the drive consumes our heartbeat (0x1016 accepted)
+        self._master_heartbeat = False  # the drive consumes our heartbeat (0x1016 confirmed)
+        self.unprotected = ""  # why the drive does not watch the master ("" = it does)
         self._next_master_hb_s = 0.0  # monotonic
         self._cw = CW_DISABLE_VOLTAGE  # controlword sent with every RPDO
         self.rated_torque_nm = NAN  # 0x6076, read at open
@@ -338,10 +342,17 @@ class Cia402Backend(Backend):
     def error_frames(self) -> int:
         return self._inbox.error_frames
 
-    def wait_heartbeat(self, timeout_s: float) -> bool:
-        """Block until the drive's next heartbeat is filed (frames received before it have been
-        filed too: one receive thread, in order). For diagnostics and tests, never in the tick."""
-        return self._inbox.wait_heartbeat(lambda _state: True, timeout_s)
+    def wait_heartbeat(self, timeout_s: float, state: Optional[int] = None) -> bool:
+        """Block until the drive's next heartbeat (with NMT ``state``, if given) is filed (frames
+        received before it have been filed too: one receive thread, in order). For diagnostics
+        and tests, never in the tick."""
+        return self._inbox.wait_heartbeat(lambda st: state is None or st == state, timeout_s)
+
+    @property
+    def receive_thread_error(self) -> Optional[BaseException]:
+        """What stopped the network's receive thread (None while it runs)."""
+        net = self._network
+        return net.notifier.exception if net is not None and net.notifier is not None else None
 
     def max_rate_hz(self) -> float:
         """The cycle's worst-case bus time at 100 % load: SYNC + TPDO1 + TPDO2 + RPDO1 [Hz]."""
@@ -365,6 +376,9 @@ class Cia402Backend(Backend):
         self._release()
 
     def _enable(self, timeout_s: float) -> None:
+        if self.unprotected:
+            refuse_or_warn_unprotected(self._where, self.unprotected, self.settings.allow_unprotected,
+                                       "it would not notice a dead loop")
         try:
             self._enable_steps(timeout_s)
         except BaseException:
@@ -490,18 +504,28 @@ class Cia402Backend(Backend):
                                   f"after writing {MODE_CST} (CST) to 0x6060")
 
     def _configure_consumer_heartbeat(self) -> None:
+        """Write the heartbeat consumer 0x1016:01 (the master's node id and the time after which
+        the drive faults without its heartbeat) and read it back. A refusal or a different value
+        read back leaves the drive unprotected: recorded in ``unprotected`` and refused at enable
+        (unless ``allow_unprotected``). The master heartbeat is sent only when confirmed."""
         s = self.settings
         entry = s.master_node_id << 16 | round(s.heartbeat_timeout_s * 1000)
+        self._master_heartbeat = False
+        self.unprotected = ""
         try:
             self._sdo_write(OD_CONSUMER_HEARTBEAT, 1, struct.pack("<I", entry), "consumer heartbeat")
+            read_back = self._sdo_read(OD_CONSUMER_HEARTBEAT, 1, "<I", "consumer heartbeat")
         except CommunicationError:
             raise
         except BackendError as err:
-            log.warning("%s: the drive does not watch the master (%s); it will not notice a dead loop",
-                        self._where, err)
-            self._master_heartbeat = False
-        else:
-            self._master_heartbeat = True
+            self.unprotected = f"the drive refused the heartbeat consumer ({str(err).removeprefix(self._where + ': ')})"
+            return
+        if read_back != entry:
+            self.unprotected = (f"heartbeat consumer 0x1016:01 reads back 0x{read_back:08X} after "
+                                f"writing 0x{entry:08X} (master node {s.master_node_id}, "
+                                f"{round(s.heartbeat_timeout_s * 1000)} ms)")
+            return
+        self._master_heartbeat = True
 
     def _configure_pdos(self) -> None:
         """TPDO1/TPDO2/RPDO1 as :data:`PDO_LAYOUTS`, transmission type 1; the other pre-defined

@@ -14,7 +14,8 @@ LocalNode does not do, this module does, as a real drive would:
   and torque 0x6077 [‰],
 - watches the master heartbeat when 0x1016 is configured (after the first one arrives): a lapse
   while the power stage is on is EMCY 0x8130 and FAULT; leaving NMT OPERATIONAL while powered
-  disables the voltage.
+  disables the voltage. ``heartbeat_consumer`` makes it a drive that refuses 0x1016 (SDO abort)
+  or one that acknowledges the write but ignores it (0 reads back), to test the driver's refusal.
 
 Modes: ``lockstep`` — the plant advances exactly one ``period_s`` per SYNC (after the TPDOs of
 that SYNC are sent: the sample is taken at SYNC, the torque applied at SYNC acts over the next
@@ -65,6 +66,8 @@ _SDO_ABORT_PDO_TOO_LONG = 0x06040042
 _EMCY_PDO_LENGTH = 0x8210
 _EMCY_HEARTBEAT = 0x8130
 _NOTIFIER_CYCLE_S = 0.05  # receive-thread wake-up: bounds how long close() waits for it [s]
+_SDO_ABORT_READ_ONLY = 0x06010002
+_CONSUMER_MODES = ("supported", "refused", "ignored")
 
 
 class _NullTask:
@@ -120,9 +123,16 @@ class Cia402Emulator:
                  node_id: int = 32, eds_path: Optional[str | Path] = None,
                  mode: EmulatorMode | str = EmulatorMode.LOCKSTEP, period_s: float = 0.001,
                  rated_current_a: Optional[float] = None, rated_torque_nm: Optional[float] = None,
-                 silent: bool = False, capture_path: Optional[str | Path] = None, seed: int = 0) -> None:
+                 silent: bool = False, capture_path: Optional[str | Path] = None, seed: int = 0,
+                 heartbeat_consumer: str = "supported") -> None:
+        """``heartbeat_consumer``: ``supported`` (0x1016 as the object dictionary has it),
+        ``refused`` (a write of 0x1016 is aborted, as by a drive without a consumer) or
+        ``ignored`` (the write is acknowledged but nothing is stored or watched: 0 reads back)."""
         if period_s <= 0:
             raise ValueError(f"period_s: must be > 0, got {period_s}")
+        if heartbeat_consumer not in _CONSUMER_MODES:
+            raise ValueError(f"heartbeat_consumer: one of {', '.join(_CONSUMER_MODES)}, got {heartbeat_consumer!r}")
+        self._consumer_mode = heartbeat_consumer
         self.mode = EmulatorMode(mode)
         self.period_s = period_s
         self.ids = CobIds(node_id)
@@ -435,6 +445,8 @@ class Cia402Emulator:
     # --- SDO callbacks ---------------------------------------------------------------------------
     def _on_sdo_read(self, index: int, subindex: int, od: Optional[ODVariable]) -> Optional[int]:
         """Live process values for SDO uploads and TPDOs; None = the data store answers."""
+        if index == OD_CONSUMER_HEARTBEAT and subindex >= 1 and self._consumer_mode == "ignored":
+            return 0
         live = self._live.get(index)
         if live is None:
             return None
@@ -442,6 +454,8 @@ class Cia402Emulator:
             return live()
 
     def _on_sdo_write(self, index: int, subindex: int, od: ODVariable, data: bytes) -> None:
+        if index == OD_CONSUMER_HEARTBEAT and self._consumer_mode == "refused":
+            raise SdoAbortedError(_SDO_ABORT_READ_ONLY)
         with self._lock:
             if 0x1600 <= index <= 0x17FF or 0x1A00 <= index <= 0x1BFF:
                 self._check_mapping_write(index, subindex, data)
@@ -459,7 +473,7 @@ class Cia402Emulator:
                 self._rated_current_a = int(value) / 1000.0
             elif index == OD_RATED_TORQUE:
                 self._rated_torque_nm = int(value) / 1000.0
-            elif index == OD_CONSUMER_HEARTBEAT and subindex == 1:
+            elif index == OD_CONSUMER_HEARTBEAT and subindex == 1 and self._consumer_mode == "supported":
                 self._configure_consumer(int(value))
 
     def _configure_consumer(self, entry: int) -> None:

@@ -27,7 +27,7 @@ from drivers.cia402_protocol import (
     drive_step, encode_emcy, encode_statusword, frame_bits_worst_case, from_permille, i32_delta,
     rad_to_counts, to_permille, wrap_i32,
 )
-from drivers.errors import CommunicationError, DriveFaultError, ProtocolError
+from drivers.errors import CommunicationError, DriveFaultError, EnableError, ProtocolError
 from hil.emu_cia402 import Cia402Emulator
 
 EDS = Path(__file__).resolve().parents[2] / "shared" / "data" / "cia402-e35.eds"
@@ -223,9 +223,11 @@ def channel() -> str:
 def _settings(channel: str, **overrides) -> Cia402Settings:
     # Generous timeouts: the suite must pass on a loaded two-core machine, and a missed sample
     # costs timeout_s; the fault-path tests do not depend on their size.
+    # The E35 of the shared EDS has no heartbeat consumer (0x1016): with it the tests opt in to
+    # running unprotected, as a user would have to (test_drive_without_consumer_is_refused).
     base = dict(channel=channel, node_id=NODE, timeout_s=TIMEOUT_S, heartbeat_timeout_s=HB_TIMEOUT_S,
                 heartbeat_period_s=0.05, eds_path=str(EDS),
-                counts_per_rev=_config().plant.encoder.counts_per_rev)
+                counts_per_rev=_config().plant.encoder.counts_per_rev, allow_unprotected=True)
     base.update(overrides)
     return Cia402Settings(**base)
 
@@ -439,7 +441,7 @@ def test_built_in_od_realtime_and_the_drive_watching_the_loop(channel):
     cfg = _config()
     clock = SimClock()
     with Cia402Emulator(cfg.plant, channel=channel, node_id=5, mode="realtime") as emu:
-        settings = _settings(channel, node_id=5, eds_path="")
+        settings = _settings(channel, node_id=5, eds_path="", allow_unprotected=False)
         with Cia402Backend(settings, clock) as backend:
             backend.enable()
             for _ in range(20):
@@ -461,3 +463,86 @@ def test_settings_from_config():
     assert s.counts_per_rev == cfg.plant.encoder.counts_per_rev and s.eds_path == ""
     with pytest.raises(ValueError, match="drive.heartbeat_period_s"):
         Cia402Settings(heartbeat_period_s=1.0, heartbeat_timeout_s=0.5)
+
+
+# --- drive-side protection: the heartbeat consumer 0x1016 written and read back ---------------------
+
+
+def test_drive_without_consumer_is_refused_at_enable(emulator, channel, clock):
+    """The E35 (shared EDS) has no 0x1016: open works (a fault reset needs no protection), enable
+    is refused with one line naming the object and the opt-out, and the drive stays disabled."""
+    with Cia402Backend(_settings(channel, allow_unprotected=False), clock) as backend:
+        assert "0x1016" in backend.unprotected and "Object does not exist" in backend.unprotected
+        with pytest.raises(EnableError) as info:
+            backend.enable()
+        message = str(info.value)
+        assert "\n" not in message and "drive.allow_unprotected: true" in message
+        assert not backend.enabled
+        for _ in range(5):
+            _tick(backend, clock)
+        assert emulator.state is not PowerState.OPERATION_ENABLED and emulator.master_heartbeats == 0
+
+
+def test_opt_out_enables_with_a_warning_at_every_enable(emulator, channel, clock, caplog):
+    with Cia402Backend(_settings(channel, allow_unprotected=True), clock) as backend:
+        for _ in range(2):
+            backend.enable()
+            assert emulator.state is PowerState.OPERATION_ENABLED
+            backend.disable()
+    warnings = [r for r in caplog.records if "UNPROTECTED" in r.getMessage()]
+    assert len(warnings) == 2 and all(r.levelname == "WARNING" for r in warnings)
+
+
+@pytest.mark.parametrize("mode, reason", [
+    ("refused", "refused the heartbeat consumer"),
+    ("ignored", "reads back 0x00000000 after writing 0x007F0258"),
+])
+def test_consumer_refused_or_not_stored_is_refused(channel, clock, mode, reason):
+    """Built-in dictionary (it has 0x1016), but the drive aborts the write, or acknowledges it
+    and stores nothing: the read-back tells, and enable is refused."""
+    with Cia402Emulator(_config().plant, channel=channel, node_id=5, heartbeat_consumer=mode) as emu:
+        with Cia402Backend(_settings(channel, node_id=5, eds_path="", allow_unprotected=False),
+                           clock) as backend:
+            assert reason in backend.unprotected
+            with pytest.raises(EnableError, match="dead loop; refused"):
+                backend.enable()
+            assert emu.state is not PowerState.OPERATION_ENABLED
+
+
+def test_consumer_confirmed_by_read_back(channel, clock):
+    with Cia402Emulator(_config().plant, channel=channel, node_id=5) as emu:
+        with Cia402Backend(_settings(channel, node_id=5, eds_path="", allow_unprotected=False),
+                           clock) as backend:
+            assert backend.unprotected == ""
+            assert emu.node.sdo.upload(0x1016, 1) == (127 << 16 | round(HB_TIMEOUT_S * 1000)).to_bytes(4, "little")
+            backend.enable()
+            _tick(backend, clock)
+            assert emu.state is PowerState.OPERATION_ENABLED and emu.master_heartbeats >= 1
+
+
+def test_receive_thread_survives_any_frame_on_the_drivers_ids(backend, emulator, clock, channel):
+    """Error frames (not bus-off), remote frames, zero-length and 8-byte garbage frames on every
+    COB-ID the driver listens to (TPDO1-4, EMCY, heartbeat, SDO response): the receive thread lives
+    on, the garbage is not taken for a sample, the loop keeps running and close() works."""
+    backend.open()
+    backend.enable()
+    ids = CobIds(NODE)
+    garbage = bytes([0xFF, 0x00, 0xA5, 0x5A, 0xFF, 0xFF, 0x80, 0x7F])
+    with can.Bus(interface="virtual", channel=channel) as bus:
+        for error_class in (CAN_ERR_PROT, CAN_ERR_CRTL, 0x1FFFFFFF & ~CAN_ERR_BUSOFF):
+            bus.send(can.Message(arbitration_id=error_class, is_error_frame=True, data=garbage))
+        for cob_id in (*[ids.tpdo(n) for n in range(1, 5)], ids.heartbeat, ids.sdo_tx, ids.emcy):
+            bus.send(can.Message(arbitration_id=cob_id, is_remote_frame=True, dlc=8, is_extended_id=False))
+            bus.send(can.Message(arbitration_id=cob_id, data=b"", is_extended_id=False))
+            if cob_id != ids.emcy:  # 8 bytes on the EMCY id are an emergency, not garbage
+                bus.send(can.Message(arbitration_id=cob_id, data=garbage, is_extended_id=False))
+        bus.send(can.Message(arbitration_id=ids.emcy, data=b"\x10\x23", is_extended_id=False))  # short
+        assert backend.wait_heartbeat(2.0, state=0x05)  # a real one after the garbage: all filed
+    assert backend.receive_thread_error is None
+    seq = backend.read().sequence
+    for _ in range(20):
+        fb = _tick(backend, clock, 0.0)
+    assert fb.state is DriveState.ENABLED and fb.sequence > seq
+    assert backend.error_frames == 3 and backend.late_frames >= 4  # TPDO1/2: empty and garbage
+    backend.close()
+    assert emulator.state is not PowerState.OPERATION_ENABLED
