@@ -69,10 +69,11 @@ def ascii_rate_limit(cfg: Config) -> float:
 def emulated_watchdog_s(cfg: Config, realtime: bool) -> float | None:
     """The emulated ODrive's axis watchdog: what the drive would be configured with
     (``drive.watchdog_timeout_s``; CAN Simple cannot set it, a real drive is set up with its own
-    tool). On the real clock only: in lockstep the plant waits for each command, so a wall-time
-    watchdog would trip on a loaded machine without anything being wrong."""
+    tool). In both modes: in lockstep the emulator runs it on wall time through enable and the
+    driver's watchdog check, and suspends it once the loop steps the plant (``realtime`` is
+    kept for callers; it no longer changes the answer)."""
     wd = cfg.drive.watchdog_timeout_s
-    return wd if realtime and math.isfinite(wd) else None
+    return wd if math.isfinite(wd) else None
 
 
 @contextlib.contextmanager

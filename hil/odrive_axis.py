@@ -6,7 +6,8 @@ requested state sets INVALID_STATE and leaves the axis in IDLE), axis errors (an
 axis to IDLE; CLOSED_LOOP is refused while an error is latched), control/input mode, input torque
 → current command ``torque / Kt`` (only in TORQUE_CONTROL with PASSTHROUGH input; anything else
 commands zero current), the current limit, and the drive watchdog (checked only in CLOSED_LOOP;
-expiry sets WATCHDOG_TIMER_EXPIRED and goes to IDLE). Not emulated: calibration, velocity
+expiry sets WATCHDOG_TIMER_EXPIRED and goes to IDLE; in LOCKSTEP on wall time only until the
+first plant period in closed loop, see ``_watchdog_on_wall_time``). Not emulated: calibration, velocity
 limiting in torque mode, the torque ramp input mode, motor/encoder sub-errors.
 
 Not thread-safe: the owning emulator serialises every call under its lock.
@@ -75,6 +76,7 @@ class ODriveAxis:
         self.bus_voltage_v = bus_voltage_v
         self.motor_error = 0
         self.steps = 0  # plant periods advanced
+        self.stepped_in_closed_loop = False  # a plant period ran since entering CLOSED_LOOP
         self._last_feed_s = -math.inf
 
     # --- host commands ---------------------------------------------------------------------------
@@ -87,6 +89,8 @@ class ODriveAxis:
             self.state = AxisState.IDLE
         elif requested == AxisState.CLOSED_LOOP_CONTROL:
             if self.error == 0:
+                if self.state != AxisState.CLOSED_LOOP_CONTROL:
+                    self.stepped_in_closed_loop = False
                 self.state = AxisState.CLOSED_LOOP_CONTROL
                 self._last_feed_s = now_s  # the watchdog counts from entering closed loop
         else:
@@ -147,6 +151,8 @@ class ODriveAxis:
         """Advance the plant one period ``dt_s`` with the current command held."""
         self.plant.advance(self.current_command_a(), self.dt_s)
         self.steps += 1
+        if self.state == AxisState.CLOSED_LOOP_CONTROL:
+            self.stepped_in_closed_loop = True
 
     def feedback(self) -> AxisFeedback:
         m = self.plant.measure()
@@ -220,10 +226,17 @@ class ODriveEmulatorBase:
         self.stop()
 
     # --- timers (service thread, under the lock) ------------------------------------------------------
+    def _watchdog_on_wall_time(self) -> bool:
+        """REALTIME: always. LOCKSTEP: until the first plant period in closed loop — through
+        enable and a driver's watchdog check the watchdog runs on wall time as on the drive; once
+        the loop steps the plant, the plant waits for each command (and a wall-time watchdog
+        would trip on a loaded machine with nothing wrong)."""
+        return self.mode is EmuMode.REALTIME or not self.axis.stepped_in_closed_loop
+
     def _next_event(self) -> float:
         """Wall time of the next timed event: watchdog expiry, REALTIME step, queued send."""
         with self._lock:
-            t = self.axis.watchdog_deadline_s()
+            t = self.axis.watchdog_deadline_s() if self._watchdog_on_wall_time() else math.inf
             if self.mode is EmuMode.REALTIME:
                 t = min(t, self._next_step)
             if self._queued:
@@ -239,7 +252,8 @@ class ODriveEmulatorBase:
                 axis.step()
                 self._next_step += axis.dt_s
                 self._on_realtime_step()
-        axis.check_watchdog(now)
+        if self._watchdog_on_wall_time():
+            axis.check_watchdog(now)
         self._periodic(now)
         while self._queued and self._queued[0][0] <= now:
             _, _, item = heapq.heappop(self._queued)
