@@ -32,6 +32,8 @@ from drivers.odrive_codec import AxisError, AxisState, ControlMode, Heartbeat, I
 from hil.plant import Turntable
 
 TWO_PI = 2.0 * math.pi
+# LOCKSTEP: the shortest wall-time watchdog before the loop's first plant period [s]
+LOCKSTEP_WATCHDOG_FLOOR_S = 0.1
 _Emu = TypeVar("_Emu", bound="ODriveEmulatorBase")
 
 
@@ -122,18 +124,18 @@ class ODriveAxis:
         self.error |= int(code)
         self.state = AxisState.IDLE
 
-    def check_watchdog(self, now_s: float) -> bool:
-        """Expire the watchdog if due; True when it expired now."""
+    def check_watchdog(self, now_s: float, floor_s: float = 0.0) -> bool:
+        """Expire the watchdog if due (timeout at least ``floor_s``); True when it expired now."""
         if (self.watchdog_enabled and self.state == AxisState.CLOSED_LOOP_CONTROL
-                and now_s - self._last_feed_s > self.watchdog_timeout_s):
+                and now_s - self._last_feed_s > max(self.watchdog_timeout_s, floor_s)):
             self.fail(AxisError.WATCHDOG_TIMER_EXPIRED)
             return True
         return False
 
-    def watchdog_deadline_s(self) -> float:
+    def watchdog_deadline_s(self, floor_s: float = 0.0) -> float:
         """Wall time at which the watchdog expires; inf when it cannot."""
         if self.watchdog_enabled and self.state == AxisState.CLOSED_LOOP_CONTROL:
-            return self._last_feed_s + self.watchdog_timeout_s
+            return self._last_feed_s + max(self.watchdog_timeout_s, floor_s)
         return math.inf
 
     # --- the plant ---------------------------------------------------------------------------------
@@ -228,15 +230,19 @@ class ODriveEmulatorBase:
     # --- timers (service thread, under the lock) ------------------------------------------------------
     def _watchdog_on_wall_time(self) -> bool:
         """REALTIME: always. LOCKSTEP: until the first plant period in closed loop — through
-        enable and a driver's watchdog check the watchdog runs on wall time as on the drive; once
-        the loop steps the plant, the plant waits for each command (and a wall-time watchdog
-        would trip on a loaded machine with nothing wrong)."""
+        enable and a driver's watchdog check the watchdog runs on wall time as on the drive
+        (with at least LOCKSTEP_WATCHDOG_FLOOR_S, so a loaded machine's pause between enable
+        and the first tick does not trip it); once the loop steps the plant, the plant waits
+        for each command and a wall-time watchdog would trip with nothing wrong."""
         return self.mode is EmuMode.REALTIME or not self.axis.stepped_in_closed_loop
+
+    def _watchdog_floor_s(self) -> float:
+        return LOCKSTEP_WATCHDOG_FLOOR_S if self.mode is EmuMode.LOCKSTEP else 0.0
 
     def _next_event(self) -> float:
         """Wall time of the next timed event: watchdog expiry, REALTIME step, queued send."""
         with self._lock:
-            t = self.axis.watchdog_deadline_s() if self._watchdog_on_wall_time() else math.inf
+            t = self.axis.watchdog_deadline_s(self._watchdog_floor_s()) if self._watchdog_on_wall_time() else math.inf
             if self.mode is EmuMode.REALTIME:
                 t = min(t, self._next_step)
             if self._queued:
@@ -253,7 +259,7 @@ class ODriveEmulatorBase:
                 self._next_step += axis.dt_s
                 self._on_realtime_step()
         if self._watchdog_on_wall_time():
-            axis.check_watchdog(now)
+            axis.check_watchdog(now, self._watchdog_floor_s())
         self._periodic(now)
         while self._queued and self._queued[0][0] <= now:
             _, _, item = heapq.heappop(self._queued)
