@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
 
+from drivers.cia402_pdo import DEFAULT_RPDO, DEFAULT_TPDO, validate_mapping
+
 from .friction import DirectionalParams, FrictionParams, LuGreParams
 from .estimation_config import AdaptationConfig, ObserverConfig, ScheduleConfig, check_anchored
 from .gains import PIDGains
@@ -284,6 +286,9 @@ class DriveConfig:
     # true: enable even when the drive-side watchdog / heartbeat consumer cannot be configured and
     # read back (a warning at every enable); false: refuse to enable then
     allow_unprotected: bool = False
+    # CiA 402 PDO mapping: per PDO, objects by name or 0xIIII[:SS] (drivers/cia402_pdo.py CATALOG)
+    tpdo: tuple[tuple[str, ...], ...] = DEFAULT_TPDO
+    rpdo: tuple[tuple[str, ...], ...] = DEFAULT_RPDO
 
     def __post_init__(self) -> None:
         require(0 <= self.node_id <= 127, "node_id", f"must be 0..127, got {self.node_id}")
@@ -295,6 +300,7 @@ class DriveConfig:
         require(self.counts_per_rev >= 4, "counts_per_rev", f"must be >= 4, got {self.counts_per_rev}")
         require(math.isfinite(self.state_timeout_s) and 0 < self.state_timeout_s <= 10,
                 "state_timeout_s", f"must be finite and in (0, 10] s, got {self.state_timeout_s}")
+        validate_mapping(self.tpdo, self.rpdo)  # ValueError "tpdo[i][j]: ..." → drive.tpdo[i][j]
 
 
 # --- scenarios ----------------------------------------------------------------------------------

@@ -236,7 +236,7 @@ class ODriveAsciiBackend(Backend):
         parts = [self._query_int(cmd_read(f"fw_version_{part}"), deadline, f"fw_version_{part}",
                                  CommunicationError)
                  for part in ("major", "minor", "revision")]
-        self.firmware = FirmwareVersion(*parts)
+        self.firmware = FirmwareVersion(parts[0], parts[1], parts[2])
         log.info("%s: firmware %s on %s", self.name, self.firmware, self._port_name())
         refusal = firmware_refusal(self.firmware, "ASCII")
         if refusal:

@@ -124,15 +124,19 @@ class Cia402Emulator:
                  mode: EmulatorMode | str = EmulatorMode.LOCKSTEP, period_s: float = 0.001,
                  rated_current_a: Optional[float] = None, rated_torque_nm: Optional[float] = None,
                  silent: bool = False, capture_path: Optional[str | Path] = None, seed: int = 0,
-                 heartbeat_consumer: str = "supported") -> None:
+                 heartbeat_consumer: str = "supported",
+                 fixed_pdo_mapping: Optional[dict[int, tuple[int, ...]]] = None) -> None:
         """``heartbeat_consumer``: ``supported`` (0x1016 as the object dictionary has it),
         ``refused`` (a write of 0x1016 is aborted, as by a drive without a consumer) or
-        ``ignored`` (the write is acknowledged but nothing is stored or watched: 0 reads back)."""
+        ``ignored`` (the write is acknowledged but nothing is stored or watched: 0 reads back).
+        ``fixed_pdo_mapping``: mapping index (0x1600+n / 0x1A00+n) → entries the drive keeps
+        whatever the master writes (writes acknowledged; reads and the PDOs it sends use these)."""
         if period_s <= 0:
             raise ValueError(f"period_s: must be > 0, got {period_s}")
         if heartbeat_consumer not in _CONSUMER_MODES:
             raise ValueError(f"heartbeat_consumer: one of {', '.join(_CONSUMER_MODES)}, got {heartbeat_consumer!r}")
         self._consumer_mode = heartbeat_consumer
+        self._fixed_mapping = dict(fixed_pdo_mapping or {})
         self.mode = EmulatorMode(mode)
         self.period_s = period_s
         self.ids = CobIds(node_id)
@@ -447,6 +451,9 @@ class Cia402Emulator:
         """Live process values for SDO uploads and TPDOs; None = the data store answers."""
         if index == OD_CONSUMER_HEARTBEAT and subindex >= 1 and self._consumer_mode == "ignored":
             return 0
+        fixed = self._fixed_mapping.get(index)
+        if fixed is not None:
+            return len(fixed) if subindex == 0 else (fixed[subindex - 1] if subindex <= len(fixed) else 0)
         live = self._live.get(index)
         if live is None:
             return None

@@ -3,6 +3,7 @@ driver against the emulated drive on a virtual bus (node 32, the shared EDS)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import threading
@@ -27,7 +28,7 @@ from drivers.cia402_protocol import (
     drive_step, encode_emcy, encode_statusword, frame_bits_worst_case, from_permille, i32_delta,
     rad_to_counts, to_permille, wrap_i32,
 )
-from drivers.errors import CommunicationError, DriveFaultError, EnableError, ProtocolError
+from drivers.errors import BackendError, CommunicationError, DriveFaultError, EnableError, ProtocolError
 from hil.emu_cia402 import Cia402Emulator
 
 EDS = Path(__file__).resolve().parents[2] / "shared" / "data" / "cia402-e35.eds"
@@ -546,3 +547,85 @@ def test_receive_thread_survives_any_frame_on_the_drivers_ids(backend, emulator,
     assert backend.error_frames == 3 and backend.late_frames >= 4  # TPDO1/2: empty and garbage
     backend.close()
     assert emulator.state is not PowerState.OPERATION_ENABLED
+
+
+# --- PDO mapping: configurable, checked against the EDS and read back from the drive ----------------
+
+
+@pytest.mark.parametrize("tpdo, rpdo, message", [
+    ([["position_actual", "statusword"], ["bogus"]], None, r"^drive.tpdo\[1\]\[0\]: unknown object 'bogus'"),
+    ([["position_actual", "statusword", "current_actual", "torque_actual"]], None,
+     r"^drive.tpdo\[0\]: 10 bytes exceed the 8 of a CAN frame"),
+    ([["statusword"]], None, r"^drive.tpdo: position_actual \(0x6064\) must be mapped"),
+    (None, [["target_torque", "controlword", "statusword"]], r"^drive.rpdo\[0\]\[2\]: statusword .* belongs in tpdo"),
+    ([["position_actual", "statusword"], ["0x6041"]], None, r"^drive.tpdo\[1\]\[0\]: statusword is mapped twice"),
+    ([["position_actual", "statusword"]] * 5, None, r"^drive.tpdo: 1 to 4 PDOs, got 5"),
+])
+def test_pdo_mapping_config_errors_name_the_entry(tpdo, rpdo, message):
+    from controller.config import config_from_mapping
+    from controller.schema import ConfigError, load_yaml
+
+    data = load_yaml(configs.path("turntable"))
+    data["drive"].update({k: v for k, v in (("tpdo", tpdo), ("rpdo", rpdo)) if v is not None})
+    with pytest.raises(ConfigError, match=message):
+        config_from_mapping(data)
+
+
+def test_pdo_mapping_by_index_is_the_same_mapping():
+    from drivers.cia402_pdo import PdoMapping
+
+    by_name = PdoMapping((("position_actual", "statusword"), ("current_actual", "torque_actual")))
+    by_index = PdoMapping((("0x6064", "0x6041:00"), ("0x6078", "0x6077:0")))
+    assert [p.mapping_entries for p in by_name.tpdos] == [p.mapping_entries for p in by_index.tpdos]
+
+
+def test_pdo_mapping_checked_against_the_eds(eds, tmp_path):
+    """An EDS whose torque actual 0x6077 is not PDO-mappable: the config is refused before any
+    bus is opened, naming the entry of drive.tpdo."""
+    from controller.schema import ConfigError
+
+    text = eds.read_text(encoding="latin-1")
+    at = text.index("[6077]")
+    end = text.index("PDOMapping=0x1", at)
+    bad = tmp_path / "e35-no-6077-pdo.eds"
+    bad.write_text(text[:end] + "PDOMapping=0x0" + text[end + len("PDOMapping=0x1"):], encoding="latin-1")
+    cfg = _config()
+    drive = dataclasses.replace(cfg.drive, protocol="cia402", node_id=NODE, eds_path=str(bad))
+    with pytest.raises(ConfigError, match=r"^drive.tpdo\[1\]\[1\]: torque_actual 0x6077:00 is not "
+                                          r"PDO-mappable in the EDS"):
+        Cia402Backend.from_config(dataclasses.replace(cfg, drive=drive), SimClock())
+    drive = dataclasses.replace(drive, eds_path=str(eds))
+    Cia402Backend.from_config(dataclasses.replace(cfg, drive=drive), SimClock())  # the real one fits
+
+
+def test_a_configured_mapping_runs_end_to_end(channel, clock):
+    """One TPDO (position, statusword, torque) and an RPDO in another order with the mode in
+    it: the drive is configured so, reads it back, and the loop runs on it."""
+    tpdo = (("position_actual", "statusword", "torque_actual"),)
+    rpdo = (("controlword", "modes_of_operation", "target_torque"),)
+    with Cia402Emulator(_config().plant, channel=channel, node_id=5, rated_current_a=RATED_CURRENT_A,
+                        rated_torque_nm=RATED_TORQUE_NM) as emu:
+        settings = _settings(channel, node_id=5, eds_path="", allow_unprotected=False, tpdo=tpdo, rpdo=rpdo)
+        with Cia402Backend(settings, clock) as backend:
+            assert emu.node.sdo.upload(0x1A00, 3) == (0x60770010).to_bytes(4, "little")
+            # SYNC 55, TPDO1 of 8 bytes 135, RPDO1 of 5 bytes 105 bits (worst-case stuffing)
+            assert backend.max_rate_hz() == pytest.approx(1e6 / (55 + 135 + 105))
+            backend.enable()
+            for _ in range(50):
+                fb = _tick(backend, clock, 0.6)
+            assert fb.state is DriveState.ENABLED and math.isnan(fb.current_a)
+            assert fb.torque_nm == pytest.approx(0.6, abs=0.01)  # the drive's torque, mapped
+            assert emu.target_torque_permille == round(0.6 / RATED_TORQUE_NM * 1000)
+            assert emu.plant.theta_rad > 0
+
+
+def test_a_drive_that_keeps_its_own_mapping_is_refused(channel, clock):
+    with Cia402Emulator(_config().plant, channel=channel, node_id=5,
+                        fixed_pdo_mapping={0x1A01: (0x60770010, 0x60780010)}):
+        backend = Cia402Backend(_settings(channel, node_id=5, eds_path=""), clock)
+        with pytest.raises(BackendError) as info:
+            backend.open()
+        assert str(info.value) == ("cia402 node 5: PDO mapping not as configured: TPDO2 entry 1 reads "
+                                   "back 0x60770010 (0x6077:00, 16 bits), configured 0x60780010 "
+                                   "(current_actual)")
+        assert not backend.is_open
