@@ -210,12 +210,17 @@ def _first_contact(cfg, backend) -> None:
         if d.interface == "virtual":
             print("frictionctl: warning: drive.interface is 'virtual', python-can's in-process test "
                   "bus: only an emulator in this process can answer", file=sys.stderr)
+    from drivers.errors import BackendError, CommunicationError
+
     try:
         backend.open()
     except Exception as err:  # noqa: BLE001 - vendor and OS errors included: all are "no link"
         backend.close()
-        raise UsageError(f"{setting}: cannot open the link to the drive: "
-                         f"{str(err).splitlines()[0] if str(err) else type(err).__name__} ({hint})") from None
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if isinstance(err, BackendError) and not isinstance(err, CommunicationError):
+            # the drive answered and was refused (firmware, PDO mapping read back): not the link
+            raise UsageError(f"drive refused at first contact: {first}") from None
+        raise UsageError(f"{setting}: cannot open the link to the drive: {first} ({hint})") from None
 
 
 def _run_capture(args: argparse.Namespace, cfg):

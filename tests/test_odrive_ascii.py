@@ -464,3 +464,26 @@ def test_firmware_version_read_at_open(make_emu, make_backend, version, accepted
     assert f"firmware {'.'.join(map(str, version))}: this driver speaks the ASCII protocol of " \
            f"firmware 0.5.x" in text and "\n" not in text
     assert not backend.is_open
+
+
+def test_run_refuses_a_foreign_firmware_in_one_line(ref_cfg, tmp_path, capsys, make_emu) -> None:
+    """``frictionctl run`` against a drive with firmware 0.6: the first contact reads the
+    version and refuses it — one line, exit 2, nothing written."""
+    import yaml
+
+    from controller import cli
+    from controller.schema import to_plain
+
+    emu = make_emu(firmware=(0, 6, 3))
+    cfg = dataclasses.replace(ref_cfg, loop=dataclasses.replace(ref_cfg.loop, rate_hz=200.0),
+                              drive=dataclasses.replace(ref_cfg.drive, protocol="odrive_ascii",
+                                                        port=emu.port_name, baudrate=2000000,
+                                                        watchdog_timeout_s=0.05))
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(to_plain(cfg)))
+    out = tmp_path / "out"
+    rc = cli.main(["run", "--config", str(path), "--scenario", "creep", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert "drive refused at first contact: odrive_ascii" in err[0] and "firmware 0.6.3" in err[0]
+    assert not out.exists() and emu.axis_state == AxisState.IDLE
