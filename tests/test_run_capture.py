@@ -79,6 +79,7 @@ def test_serial_capture_is_readable_text(ref_cfg, tmp_path):
     # a loaded machine may fault the run early (rc 1): the counts follow the logged ticks
     assert to_drive.count(b"c 0 ") >= len(log) // 2 > 5  # a torque command per tick
     assert from_drive.count(b"\n") >= len(log) // 2  # the drive's replies
+    assert log.header["drive_firmware"] == "0.5.6"  # read at first contact, in the run header
     times = [t for t, _, _ in parsed]
     assert times == sorted(times)
     assert any(line.split(" ", 2)[2].startswith("c 0 ") for line in lines)  # reads as itself
