@@ -20,7 +20,11 @@ and switches off the watchdog it switched on.
 
 Link budget: the request and reply bytes per tick at 10 bits/byte set the highest loop rate
 (:func:`max_rate_for_baud`; worst case: the tick that polls the state); a loop rate above it is
-refused when opening. Without checksums, line noise that happens to form a well-formed reply
+refused when opening. The port's write timeout is ``state_timeout_s``, not ``timeout_s``: a
+tick's few dozen bytes fit the OS buffer, so a write blocks only on a dead link — and pyserial
+raises "Write timeout" after a complete write when the thread was merely descheduled longer than
+the timeout (seen at 2 ms on a loaded machine: ``hil --protocol odrive_ascii`` failed at 0 ticks).
+Without checksums, line noise that happens to form a well-formed reply
 cannot be told from one: enable ``use_checksum`` on a noisy link. The port is opened with
 ``exclusive=True`` and read with ``select`` on its file descriptor (POSIX).
 
@@ -215,7 +219,7 @@ class ODriveAsciiBackend(Backend):
         if isinstance(self.port, str):
             try:
                 self._ser = serial.Serial(self.port, self.baudrate, timeout=0,
-                                          write_timeout=self.timeout_s, exclusive=True)
+                                          write_timeout=self.state_timeout_s, exclusive=True)
             except (serial.SerialException, OSError, ValueError) as err:
                 raise CommunicationError(f"{self.name}: cannot open {self.port}: {err}") from err
         else:

@@ -264,7 +264,7 @@ class RunCapture:
             self._parts.append(text)
             try:
                 port = captured_serial(d.port, d.baudrate, text, timeout=0,
-                                       write_timeout=d.timeout_s, exclusive=True)
+                                       write_timeout=d.state_timeout_s, exclusive=True)  # as the driver
             except (serial.SerialException, OSError, ValueError) as err:
                 text.close()
                 raise ProtocolError(f"drive.port {d.port}: cannot open: {err}") from err
