@@ -6,23 +6,29 @@ Two paths, deliberately different:
   python-can interface/channel, a RemoteNode (object dictionary from ``eds_path``, or the minimal
   one built in :func:`minimal_object_dictionary`), NMT pre-operational, SDO reads of rated torque
   0x6076, rated current 0x6075 and supported modes 0x6502, SDO writes of mode 0x6060 = 10 and the
-  heartbeats (producer 0x1017, consumer 0x1016 when the drive has it), the PDO mapping through
-  the canopen PDO API (:data:`TPDO1`, :data:`TPDO2`, :data:`RPDO1`, transmission type 1), NMT
-  operational, and a heartbeat in OPERATIONAL before ``open`` returns — a node that sends no
-  heartbeat cannot be supervised and is refused.
+  heartbeats (producer 0x1017; consumer 0x1016, read back), the PDO mapping of
+  :class:`~drivers.cia402_pdo.PdoMapping` (``drive.tpdo`` / ``drive.rpdo``; by default TPDO1
+  position + statusword, TPDO2 current + torque, RPDO1 target torque + controlword) through the
+  canopen PDO API with transmission type 1, each PDO read back over SDO, NMT operational, and a
+  heartbeat in OPERATIONAL before ``open`` returns — a node that sends no heartbeat cannot be
+  supervised and is refused.
 - **The tick** (``read``/``write``) uses raw python-can frames: ``read`` sends SYNC (0x080) and
-  waits at most ``timeout_s`` for TPDO1 + TPDO2, filed by a listener attached to the network's
-  own Notifier (python-can ≥ 4.6 allows one Notifier per bus); ``write`` sends RPDO1 (target
-  torque ‰, controlword), which the drive applies at the next SYNC. Frames that arrive outside
-  the wait for them are counted as late and dropped; ``sequence`` advances only on a complete
-  fresh TPDO pair.
+  waits at most ``timeout_s`` for every mapped TPDO, filed by a listener attached to the
+  network's own Notifier (python-can ≥ 4.6 allows one Notifier per bus); ``write`` sends the
+  RPDOs (target torque ‰, controlword), which the drive applies at the next SYNC. Frames that
+  arrive outside the wait for them are counted as late and dropped; ``sequence`` advances only on
+  a complete fresh set of TPDOs.
 
 The master heartbeat the drive consumes (0x1016) is sent from the tick, not from a background
-timer: a loop that stops ticking must let the drive's heartbeat consumer expire.
+timer: a loop that stops ticking must let the drive's heartbeat consumer expire. A drive that
+refuses 0x1016 or reads back another value is refused at ``enable`` (``unprotected`` says why)
+unless ``allow_unprotected``, then warned at every enable.
 
 Faults: an EMCY latches FAULT in the feedback (code and decoded text); only :meth:`reset_fault`
 sends the rising edge of controlword bit 7, and it disables first. ``enable`` never resets a
-fault. Units at this interface are SI (rad, A, N·m, s); ‰ and counts stay inside this module.
+fault. A disable is confirmed by the statusword within ``state_timeout_s`` or raises. Bus-off
+(an error frame) is a CommunicationError at the next read. Units at this interface are SI (rad,
+A, N·m, s); ‰ and counts stay inside this module.
 """
 
 from __future__ import annotations
@@ -112,9 +118,7 @@ class Cia402Settings:
 
     @classmethod
     def from_config(cls, cfg: Config) -> "Cia402Settings":
-        """From ``cfg.drive``. Fields DriveConfig does not have yet (eds_path, counts_per_rev,
-        heartbeat_period_s, master_node_id) fall back to the defaults here, counts_per_rev to
-        ``plant.encoder``."""
+        """From ``cfg.drive``."""
         d = cfg.drive
         return cls(
             interface=d.interface, channel=d.channel, bitrate=d.bitrate, node_id=d.node_id,

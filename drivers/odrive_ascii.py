@@ -13,10 +13,13 @@ Per tick, one write and up to three reply lines, bounded by ``timeout_s``:
             temperature NaN.
 ``write()`` ``c <axis> <torque>`` (no reply; feeds the drive watchdog).
 
-``enable()`` checks ``axis.error``, writes the watchdog timeout and enables the watchdog (when
-``watchdog_timeout_s`` is finite), passthrough input, zero torque in torque mode, requests
-CLOSED_LOOP_CONTROL and polls ``current_state`` until it is reached. ``disable()`` requests IDLE
-and switches off the watchdog it switched on.
+``open()`` reads ``fw_version_major/minor/revision`` (first contact: nothing answering, or a
+firmware other than 0.5.x, is refused). ``enable()`` checks ``axis.error``, writes the watchdog
+timeout and enables the watchdog (when ``watchdog_timeout_s`` is finite) and reads both back — a
+watchdog not confirmed on refuses enable unless ``allow_unprotected`` — then passthrough input,
+zero torque in torque mode, requests CLOSED_LOOP_CONTROL and polls ``current_state`` until it is
+reached. ``disable()`` requests IDLE, switches off the watchdog it switched on, and polls
+``current_state`` until IDLE within ``state_timeout_s`` (else CommunicationError: not confirmed).
 
 Link budget: the request and reply bytes per tick at 10 bits/byte set the highest loop rate
 (:func:`max_rate_for_baud`; worst case: the tick that polls the state); a loop rate above it is

@@ -11,16 +11,23 @@ One receive path: the tick polls ``bus.recv`` (no Notifier thread). Per tick:
             torque estimate NaN (0.5.6 does not report it); temperature NaN.
 ``write()`` Set_Input_Torque.
 
-``enable()`` needs a fresh heartbeat without axis error, sends Set_Controller_Mode (torque,
-passthrough), Set_Input_Torque(0) and Set_Axis_State(CLOSED_LOOP_CONTROL), and returns once a
-later heartbeat reports CLOSED_LOOP_CONTROL (else EnableError, and IDLE is requested).
-``disable()`` sends Set_Axis_State(IDLE); ``reset_fault()`` Clear_Errors.
+``open()`` sends Get_Version (0x00): firmware 0.6+ answers, and a version other than 0.5.x
+latches a fault and refuses enable (0.5.6 has no Get_Version and stays silent: ``firmware`` None).
+``enable()`` needs a fresh heartbeat without axis error; the first enable after ``open`` checks
+the drive watchdog (below); then Set_Controller_Mode (torque, passthrough), Set_Input_Torque(0)
+and Set_Axis_State(CLOSED_LOOP_CONTROL), and it returns once a later heartbeat reports
+CLOSED_LOOP_CONTROL (else EnableError, and IDLE is requested). ``disable()`` sends
+Set_Axis_State(IDLE) and returns once a later heartbeat reports IDLE, within ``state_timeout_s``
+(else CommunicationError: not confirmed); ``reset_fault()`` Clear_Errors.
 
 Nothing is sent in the background: only the caller's read/write/enable/disable talk to the
 drive. Every frame addressed to the axis feeds the drive watchdog, so a dead loop must not keep
-the drive alive. (CAN Simple 0.5.6 cannot set the watchdog: configure
-``axis.config.watchdog_timeout``/``enable_watchdog`` on the drive; ``watchdog_timeout_s`` tells
-the driver what it is.)
+the drive alive. CAN Simple 0.5.6 can neither set nor read ``axis.config.watchdog_timeout`` /
+``enable_watchdog`` (configure them with odrivetool; ``watchdog_timeout_s`` tells the driver what
+they are), so the watchdog is checked by timing: CLOSED_LOOP_CONTROL at zero torque, nothing
+sent, until a heartbeat reports WATCHDOG_TIMER_EXPIRED within ``watchdog_timeout_s`` +
+``state_timeout_s``; then Clear_Errors. Without that (or with ``watchdog_timeout_s`` inf) enable
+is refused unless ``allow_unprotected`` (then warned at every enable).
 
 Resolution: position is a float32 in turns — 2^-24 turn (one count of a 24-bit encoder) within
 ±1 turn, 128 counts at 100 turns.
