@@ -19,7 +19,7 @@ LocalNode does not do, this module does, as a real drive would:
 
 Modes: ``lockstep`` — the plant advances exactly one ``period_s`` per SYNC (after the TPDOs of
 that SYNC are sent: the sample is taken at SYNC, the torque applied at SYNC acts over the next
-period); ``realtime`` — a thread advances the plant every ``period_s`` of real time and SYNC
+period; the heartbeat consumer still runs on the monotonic clock, as on a drive); ``realtime`` — a thread advances the plant every ``period_s`` of real time and SYNC
 only samples it.
 
 Fault injection: :meth:`drop_next`, :meth:`delay_next`, :meth:`inject_fault`,
@@ -67,6 +67,7 @@ _EMCY_PDO_LENGTH = 0x8210
 _EMCY_HEARTBEAT = 0x8130
 _NOTIFIER_CYCLE_S = 0.05  # receive-thread wake-up: bounds how long close() waits for it [s]
 _SDO_ABORT_READ_ONLY = 0x06010002
+_CONSUMER_POLL_S = 0.01  # LOCKSTEP: heartbeat consumer check period [s]
 _CONSUMER_MODES = ("supported", "refused", "ignored")
 
 
@@ -243,10 +244,11 @@ class Cia402Emulator:
         net.subscribe(NMT_COB_ID, self._on_nmt)  # after the NmtSlave's own subscription
         node.nmt.state = "INITIALISING"  # boot-up frame
         node.nmt.state = "PRE-OPERATIONAL"  # starts the heartbeat if 0x1017 is set
-        if self.mode is EmulatorMode.REALTIME:
-            self._plant_thread = threading.Thread(target=self._run_realtime, name="cia402-emu-plant",
-                                                  daemon=True)
-            self._plant_thread.start()
+        # REALTIME: the plant thread also runs the drive's own timers; LOCKSTEP: a thread for the
+        # heartbeat consumer alone (a real drive checks it on its own clock, SYNC or not)
+        target = self._run_realtime if self.mode is EmulatorMode.REALTIME else self._run_consumer
+        self._plant_thread = threading.Thread(target=target, name="cia402-emu-timers", daemon=True)
+        self._plant_thread.start()
 
     def close(self) -> None:
         """Stop every thread and release the buses. Safe to call twice."""
@@ -609,6 +611,15 @@ class Cia402Emulator:
         with self._lock:
             self.tpdo_sent += len(frames)
             self._changed.notify_all()
+
+    # --- the drive's own clock ----------------------------------------------------------------------
+    def _run_consumer(self) -> None:
+        """LOCKSTEP: check the heartbeat consumer every 10 ms of monotonic time, so a master
+        that stops entirely (no SYNC either) still faults the drive within the consumer time."""
+        while not self._stop.wait(_CONSUMER_POLL_S):
+            with self._lock:
+                self._check_consumer()
+                self._changed.notify_all()
 
     # --- realtime plant --------------------------------------------------------------------------
     def _run_realtime(self) -> None:

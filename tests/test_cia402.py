@@ -629,3 +629,18 @@ def test_a_drive_that_keeps_its_own_mapping_is_refused(channel, clock):
                                    "back 0x60770010 (0x6077:00, 16 bits), configured 0x60780010 "
                                    "(current_actual)")
         assert not backend.is_open
+
+
+def test_lockstep_drive_faults_when_the_master_stops_entirely(channel, clock):
+    """Lockstep: the plant waits for SYNC, but the heartbeat consumer runs on the drive's own
+    clock: a master that stops sending anything (no SYNC, no heartbeat) faults the drive."""
+    with Cia402Emulator(_config().plant, channel=channel, node_id=5) as emu:
+        with Cia402Backend(_settings(channel, node_id=5, eds_path="", allow_unprotected=False),
+                           clock) as backend:
+            backend.enable()
+            for _ in range(10):
+                _tick(backend, clock, 0.3)
+            assert emu.state is PowerState.OPERATION_ENABLED and emu.master_heartbeats >= 1
+            syncs = emu.sync_count
+            assert emu.wait_until(lambda e: e.state.is_fault, 3 * HB_TIMEOUT_S)  # nothing sent
+            assert emu.sync_count == syncs and emu.error_register != 0
