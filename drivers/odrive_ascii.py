@@ -123,6 +123,15 @@ def _parse_state(text: str) -> int:
     return parse_int(text, "current_state")
 
 
+def _parse_bool(text: str, what: str) -> int:
+    """A bool property as 1/0 (the firmware prints ints; ``True``/``False`` taken as well)."""
+    if text in ("True", "true"):
+        return 1
+    if text in ("False", "false"):
+        return 0
+    return parse_int(text, what)
+
+
 def _parse_error(text: str) -> int:
     return parse_int(text, "axis error")
 
@@ -292,8 +301,8 @@ class ODriveAsciiBackend(Backend):
         try:
             timeout = parse_float(self._reply_to(cmd_read(prop_watchdog_timeout(a)), deadline),
                                   "watchdog_timeout", fixed=True)
-            enabled = parse_int(self._reply_to(cmd_read(prop_enable_watchdog(a)), deadline),
-                                "enable_watchdog")
+            enabled = _parse_bool(self._reply_to(cmd_read(prop_enable_watchdog(a)), deadline),
+                                  "enable_watchdog")
         except ProtocolError as err:
             self._drain_until_quiet(deadline)  # the other refusals' lines, so none is taken later
             return f"the drive watchdog could not be configured and read back ({err})"
