@@ -294,7 +294,9 @@ class ODriveCanBackend(Backend):
 
     def _await_closed_loop(self, seq0: int, deadline: float, timeout_s: float) -> None:
         """Wait for a heartbeat newer than ``seq0`` reporting CLOSED_LOOP_CONTROL. While waiting,
-        keep a configured drive watchdog fed with encoder requests (harmless telemetry)."""
+        keep a configured drive watchdog fed with Get_Bus_Voltage_Current requests (harmless
+        telemetry that is not a feedback sample, so the number sent — wall-time dependent —
+        leaves ``sequence`` and a lockstep run's log unchanged)."""
         feed_every = self.watchdog_timeout_s / 4.0
         next_feed = self._link_time() + feed_every
         while True:
@@ -310,8 +312,8 @@ class ODriveCanBackend(Backend):
                 state = hb.axis_state.name if hb is not None else "unknown"
                 raise EnableError(f"{self.name}: node {self.node_id} did not reach "
                                   f"CLOSED_LOOP_CONTROL within {timeout_s:g} s (last state {state})")
-            if now >= next_feed:
-                self._send(encode_request(self.node_id, Cmd.GET_ENCODER_ESTIMATES, self.rtr_requests))
+            if now >= next_feed:  # a request whose reply is not a sample: `sequence` stays put
+                self._send(encode_request(self.node_id, Cmd.GET_BUS_VOLTAGE_CURRENT, self.rtr_requests))
                 next_feed = now + feed_every
             msg = self._recv(min(deadline, next_feed) - now)
             if msg is not None:
