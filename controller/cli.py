@@ -158,8 +158,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if cfg.drive.protocol != "sim":
             _first_contact(cfg, backend)  # the link opens, or one line and exit 2: no log written
         reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
+        firmware = getattr(backend, "firmware", None)  # read at first contact where the protocol can
         session = Session(backend=backend, clock=clock, reference=reference, duration_s=duration,
-                          scenario=args.scenario, seed=args.seed, compensation=args.compensation)
+                          scenario=args.scenario, seed=args.seed, compensation=args.compensation,
+                          extra_header={"drive_firmware": str(firmware) if firmware else None})
         summary = run_session(cfg, session, Path(args.out), on_loop=_live_hook(args, status=True))
     finally:
         if backend is not None:
@@ -219,12 +221,17 @@ def _first_contact(cfg, backend) -> None:
         if d.interface == "virtual":
             print("frictionctl: warning: drive.interface is 'virtual', python-can's in-process test "
                   "bus: only an emulator in this process can answer", file=sys.stderr)
+    from drivers.errors import BackendError, CommunicationError
+
     try:
         backend.open()
     except Exception as err:  # noqa: BLE001 - vendor and OS errors included: all are "no link"
         backend.close()
-        raise UsageError(f"{setting}: cannot open the link to the drive: "
-                         f"{str(err).splitlines()[0] if str(err) else type(err).__name__} ({hint})") from None
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if isinstance(err, BackendError) and not isinstance(err, CommunicationError):
+            # the drive answered and was refused (firmware, PDO mapping read back): not the link
+            raise UsageError(f"drive refused at first contact: {first}") from None
+        raise UsageError(f"{setting}: cannot open the link to the drive: {first} ({hint})") from None
 
 
 def _run_capture(args: argparse.Namespace, cfg):

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
 
+from drivers.cia402_pdo import DEFAULT_RPDO, DEFAULT_TPDO, validate_mapping
+
 from .friction import DirectionalParams, FrictionParams, LuGreParams
 from .estimation_config import AdaptationConfig, ObserverConfig, ScheduleConfig, check_anchored
 from .gains import PIDGains
@@ -310,6 +312,15 @@ class DriveConfig:
     cyclic_feedback: bool = False  # odrive_can: drive sends encoder/Iq at the loop rate (no requests)
     checksum: bool = False  # odrive_ascii: append and require the *checksum on every line
     status_every_ticks: int = 10  # odrive_ascii: poll the axis state every N ticks (0 = never)
+    # a disable (and a CiA 402 fault reset) must be confirmed by the drive's reported state within
+    # this [s]; ODrive CAN confirms by heartbeat, so it must exceed the drive's heartbeat period
+    state_timeout_s: float = 0.5
+    # true: enable even when the drive-side watchdog / heartbeat consumer cannot be configured and
+    # read back (a warning at every enable); false: refuse to enable then
+    allow_unprotected: bool = False
+    # CiA 402 PDO mapping: per PDO, objects by name or 0xIIII[:SS] (drivers/cia402_pdo.py CATALOG)
+    tpdo: tuple[tuple[str, ...], ...] = DEFAULT_TPDO
+    rpdo: tuple[tuple[str, ...], ...] = DEFAULT_RPDO
 
     def __post_init__(self) -> None:
         require(0 <= self.node_id <= 127, "node_id", f"must be 0..127, got {self.node_id}")
@@ -319,6 +330,9 @@ class DriveConfig:
         require(1 <= self.master_node_id <= 127, "master_node_id",
                 f"must be 1..127, got {self.master_node_id}")
         require(self.counts_per_rev >= 4, "counts_per_rev", f"must be >= 4, got {self.counts_per_rev}")
+        require(math.isfinite(self.state_timeout_s) and 0 < self.state_timeout_s <= 10,
+                "state_timeout_s", f"must be finite and in (0, 10] s, got {self.state_timeout_s}")
+        validate_mapping(self.tpdo, self.rpdo)  # ValueError "tpdo[i][j]: ..." → drive.tpdo[i][j]
 
 
 # --- scenarios ----------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import logging
 import math
 from typing import NamedTuple
 
-from .errors import BackendError, NotEnabledError
+from .errors import BackendError, EnableError, NotEnabledError
 
 log = logging.getLogger(__name__)
 
@@ -197,3 +197,13 @@ class Backend(abc.ABC):
     def max_rate_hz(self) -> float:
         """The highest loop rate the link can hold [Hz]; inf when not link-limited."""
         return math.inf
+
+
+def refuse_or_warn_unprotected(where: str, reason: str, allowed: bool, consequence: str) -> None:
+    """At enable, for a drive whose own protection (watchdog, heartbeat consumer) could not be
+    configured and confirmed: refuse (EnableError, one line) unless ``drive.allow_unprotected``,
+    then a loud warning at every enable."""
+    if not allowed:
+        raise EnableError(f"{where}: {reason}: {consequence}; refused (fix the drive, or set "
+                          f"drive.allow_unprotected: true to run without it)")
+    log.warning("%s: UNPROTECTED: %s: %s (drive.allow_unprotected is true)", where, reason, consequence)

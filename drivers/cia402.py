@@ -6,23 +6,29 @@ Two paths, deliberately different:
   python-can interface/channel, a RemoteNode (object dictionary from ``eds_path``, or the minimal
   one built in :func:`minimal_object_dictionary`), NMT pre-operational, SDO reads of rated torque
   0x6076, rated current 0x6075 and supported modes 0x6502, SDO writes of mode 0x6060 = 10 and the
-  heartbeats (producer 0x1017, consumer 0x1016 when the drive has it), the PDO mapping through
-  the canopen PDO API (:data:`TPDO1`, :data:`TPDO2`, :data:`RPDO1`, transmission type 1), NMT
-  operational, and a heartbeat in OPERATIONAL before ``open`` returns — a node that sends no
-  heartbeat cannot be supervised and is refused.
+  heartbeats (producer 0x1017; consumer 0x1016, read back), the PDO mapping of
+  :class:`~drivers.cia402_pdo.PdoMapping` (``drive.tpdo`` / ``drive.rpdo``; by default TPDO1
+  position + statusword, TPDO2 current + torque, RPDO1 target torque + controlword) through the
+  canopen PDO API with transmission type 1, each PDO read back over SDO, NMT operational, and a
+  heartbeat in OPERATIONAL before ``open`` returns — a node that sends no heartbeat cannot be
+  supervised and is refused.
 - **The tick** (``read``/``write``) uses raw python-can frames: ``read`` sends SYNC (0x080) and
-  waits at most ``timeout_s`` for TPDO1 + TPDO2, filed by a listener attached to the network's
-  own Notifier (python-can ≥ 4.6 allows one Notifier per bus); ``write`` sends RPDO1 (target
-  torque ‰, controlword), which the drive applies at the next SYNC. Frames that arrive outside
-  the wait for them are counted as late and dropped; ``sequence`` advances only on a complete
-  fresh TPDO pair.
+  waits at most ``timeout_s`` for every mapped TPDO, filed by a listener attached to the
+  network's own Notifier (python-can ≥ 4.6 allows one Notifier per bus); ``write`` sends the
+  RPDOs (target torque ‰, controlword), which the drive applies at the next SYNC. Frames that
+  arrive outside the wait for them are counted as late and dropped; ``sequence`` advances only on
+  a complete fresh set of TPDOs.
 
 The master heartbeat the drive consumes (0x1016) is sent from the tick, not from a background
-timer: a loop that stops ticking must let the drive's heartbeat consumer expire.
+timer: a loop that stops ticking must let the drive's heartbeat consumer expire. A drive that
+refuses 0x1016 or reads back another value is refused at ``enable`` (``unprotected`` says why)
+unless ``allow_unprotected``, then warned at every enable.
 
 Faults: an EMCY latches FAULT in the feedback (code and decoded text); only :meth:`reset_fault`
 sends the rising edge of controlword bit 7, and it disables first. ``enable`` never resets a
-fault. Units at this interface are SI (rad, A, N·m, s); ‰ and counts stay inside this module.
+fault. A disable is confirmed by the statusword within ``state_timeout_s`` or raises. Bus-off
+(an error frame) is a CommunicationError at the next read. Units at this interface are SI (rad,
+A, N·m, s); ‰ and counts stay inside this module.
 """
 
 from __future__ import annotations
@@ -46,15 +52,17 @@ from canopen.sdo import SdoAbortedError, SdoCommunicationError
 
 from controller.config import Config
 
-from .backend import Backend, Clock, DriveState, Feedback
+from .backend import Backend, Clock, DriveState, Feedback, refuse_or_warn_unprotected
+from .cia402_pdo import (DEFAULT_RPDO, DEFAULT_TPDO, PdoMapping, eds_problem, readback_mismatch,
+                         validate_mapping)
 from .cia402_protocol import (
     CAN_ERR_BUSOFF, CAN_ERR_RESTARTED, CW_DISABLE_VOLTAGE, CW_ENABLE_OPERATION, CW_FAULT_RESET_BIT,
     ENABLE_STEPS, HB_OPERATIONAL, HB_STATE_NAMES, HEARTBEAT_BASE, MODE_CST, NMT_COB_ID,
     NMT_PRE_OPERATIONAL, OD_CONSUMER_HEARTBEAT, OD_MODES_OF_OPERATION,
     OD_MODES_OF_OPERATION_DISPLAY, OD_PRODUCER_HEARTBEAT, OD_RATED_CURRENT, OD_RATED_TORQUE,
-    OD_SUPPORTED_DRIVE_MODES, PDO_TRANSMISSION_SYNC, RPDO1, SYNC_COB_ID, TPDO1, TPDO2, CobIds, Emcy,
-    PdoLayout, PowerState, counts_to_rad, cycle_bits_worst_case, decode_emcy, decode_statusword,
-    describe_error_frame, from_permille, i32_delta, permille_limit, supports_cst, to_permille,
+    OD_SUPPORTED_DRIVE_MODES, PDO_COB_ID_INVALID, PDO_TRANSMISSION_SYNC, SYNC_COB_ID, CobIds, Emcy,
+    PowerState, counts_to_rad, decode_emcy, decode_statusword, describe_error_frame,
+    from_permille, i32_delta, permille_limit, supports_cst, to_permille,
 )
 from .errors import BackendError, CommunicationError, DriveFaultError, EnableError, ProtocolError
 
@@ -63,8 +71,6 @@ log = logging.getLogger(__name__)
 NAN = float("nan")
 NOTIFIER_CYCLE_S = 0.05  # receive-thread wake-up; bounds how long close() waits for it [s]
 
-# The objects we configure through the canopen PDO API: (kind, number) → layout.
-PDO_LAYOUTS: dict[tuple[str, int], PdoLayout] = {("tpdo", 1): TPDO1, ("tpdo", 2): TPDO2, ("rpdo", 1): RPDO1}
 
 # States with the power stage on (torque possible or about to be).
 _POWERED = (PowerState.OPERATION_ENABLED, PowerState.QUICK_STOP_ACTIVE, PowerState.SWITCHED_ON,
@@ -86,6 +92,9 @@ class Cia402Settings:
     counts_per_rev: int = 2**24  # position actual 0x6064 [counts/rev]
     eds_path: str = ""  # EDS of the drive; "" = the minimal object dictionary built in code
     state_timeout_s: float = 0.5  # bound for disable and fault-reset confirmations [s]
+    allow_unprotected: bool = False  # enable without a confirmed heartbeat consumer 0x1016 (warned)
+    tpdo: tuple[tuple[str, ...], ...] = DEFAULT_TPDO  # PDO mapping by object name (cia402_pdo)
+    rpdo: tuple[tuple[str, ...], ...] = DEFAULT_RPDO
 
     def __post_init__(self) -> None:
         checks = (
@@ -102,12 +111,14 @@ class Cia402Settings:
         for ok, name, message in checks:
             if not ok:
                 raise ValueError(f"drive.{name}: {message}")
+        try:
+            validate_mapping(self.tpdo, self.rpdo)
+        except ValueError as err:
+            raise ValueError(f"drive.{err}") from None
 
     @classmethod
     def from_config(cls, cfg: Config) -> "Cia402Settings":
-        """From ``cfg.drive``. Fields DriveConfig does not have yet (eds_path, counts_per_rev,
-        heartbeat_period_s, master_node_id) fall back to the defaults here, counts_per_rev to
-        ``plant.encoder``."""
+        """From ``cfg.drive``."""
         d = cfg.drive
         return cls(
             interface=d.interface, channel=d.channel, bitrate=d.bitrate, node_id=d.node_id,
@@ -116,6 +127,10 @@ class Cia402Settings:
             master_node_id=d.master_node_id,
             counts_per_rev=d.counts_per_rev,
             eds_path=d.eds_path,
+            state_timeout_s=d.state_timeout_s,
+            allow_unprotected=d.allow_unprotected,
+            tpdo=d.tpdo,
+            rpdo=d.rpdo,
         )
 
 
@@ -191,19 +206,18 @@ def minimal_object_dictionary(node_id: int) -> ObjectDictionary:
 class _Inbox(can.Listener):
     """Files the drive's cyclic frames; runs in the network's Notifier thread.
 
-    TPDOs count only while the tick waits for them (``arm`` … ``wait_pair``); others are late.
+    TPDOs count only while the tick waits for them (``arm`` … ``wait_set``); others are late.
     EMCY payloads queue for the tick; heartbeats update state and arrival time (monotonic).
     ``on_error`` is deliberately not implemented: a dying receive thread must stay dead and be
     reported (``Notifier.exception``), not spin.
     """
 
-    def __init__(self, ids: CobIds) -> None:
-        self._tpdo1, self._tpdo2 = ids.tpdo(1), ids.tpdo(2)
+    def __init__(self, ids: CobIds, tpdo_ids: tuple[int, ...]) -> None:
+        self._tpdo_slot = {cid: k for k, cid in enumerate(tpdo_ids)}
         self._emcy_id, self._hb_id = ids.emcy, ids.heartbeat
         self._cond = threading.Condition()
         self._armed = False
-        self._t1: Optional[bytes] = None
-        self._t2: Optional[bytes] = None
+        self._tpdos: list[Optional[bytes]] = [None] * len(tpdo_ids)
         self.late_frames = 0
         self.emcy: collections.deque[bytes] = collections.deque(maxlen=64)
         self.heartbeats = 0
@@ -213,6 +227,9 @@ class _Inbox(can.Listener):
         self.remote_frames = 0
         self.last_error_frame = ""
         self.bus_off = False
+
+    def _complete(self) -> bool:
+        return all(t is not None for t in self._tpdos)
 
     def on_message_received(self, msg: can.Message) -> None:
         if msg.is_error_frame:
@@ -227,16 +244,14 @@ class _Inbox(can.Listener):
             self.remote_frames += 1
             return
         cid = msg.arbitration_id
-        if cid == self._tpdo1 or cid == self._tpdo2:
+        slot = self._tpdo_slot.get(cid)
+        if slot is not None:
             with self._cond:
                 if not self._armed:
                     self.late_frames += 1
                     return
-                if cid == self._tpdo1:
-                    self._t1 = bytes(msg.data)
-                else:
-                    self._t2 = bytes(msg.data)
-                if self._t1 is not None and self._t2 is not None:
+                self._tpdos[slot] = bytes(msg.data)
+                if self._complete():
                     self._cond.notify_all()
         elif cid == self._emcy_id:
             self.emcy.append(bytes(msg.data))
@@ -249,18 +264,19 @@ class _Inbox(can.Listener):
 
     def arm(self) -> None:
         with self._cond:
-            self._armed, self._t1, self._t2 = True, None, None
+            self._armed = True
+            self._tpdos = [None] * len(self._tpdos)
 
-    def wait_pair(self, timeout_s: float) -> Optional[tuple[bytes, bytes]]:
-        """TPDO1 and TPDO2 received since ``arm``, or None after ``timeout_s``."""
+    def wait_set(self, timeout_s: float) -> Optional[tuple[bytes, ...]]:
+        """Every mapped TPDO received since ``arm`` (in TPDO order), or None after ``timeout_s``."""
         with self._cond:
-            self._cond.wait_for(lambda: self._t1 is not None and self._t2 is not None, timeout_s)
+            self._cond.wait_for(self._complete, timeout_s)
             self._armed = False
-            if self._t1 is None or self._t2 is None:
-                if self._t1 is not None or self._t2 is not None:
-                    self.late_frames += 1  # half a pair is as good as none
+            if not self._complete():
+                if any(t is not None for t in self._tpdos):
+                    self.late_frames += 1  # part of a set is as good as none
                 return None
-            return self._t1, self._t2
+            return tuple(self._tpdos)  # type: ignore[arg-type]
 
     def wait_heartbeat(self, accept: Callable[[int], bool], timeout_s: float) -> bool:
         """Wait for a heartbeat received from now on whose state ``accept`` takes."""
@@ -296,11 +312,13 @@ class Cia402Backend(Backend):
         self._node: Optional[canopen.RemoteNode] = None
         self._owns_connection = False  # we connected the network: we disconnect it
         self._owns_notifier = False  # we started a Notifier on a given bus: we stop it
-        self._inbox = _Inbox(self._ids)
+        self.mapping = PdoMapping(settings.tpdo, settings.rpdo)
+        self._inbox = _Inbox(self._ids, self.mapping.tpdo_ids(settings.node_id))
         self._sync_msg = can.Message(arbitration_id=SYNC_COB_ID, data=b"", is_extended_id=False)
         self._hb_msg = can.Message(arbitration_id=HEARTBEAT_BASE + settings.master_node_id,
                                    data=bytes([HB_OPERATIONAL]), is_extended_id=False)
-        self._master_heartbeat = False  # the drive consumes our heartbeat (0x1016 accepted)
+        self._master_heartbeat = False  # the drive consumes our heartbeat (0x1016 confirmed)
+        self.unprotected = ""  # why the drive does not watch the master ("" = it does)
         self._next_master_hb_s = 0.0  # monotonic
         self._cw = CW_DISABLE_VOLTAGE  # controlword sent with every RPDO
         self.rated_torque_nm = NAN  # 0x6076, read at open
@@ -322,7 +340,22 @@ class Cia402Backend(Backend):
     @classmethod
     def from_config(cls, cfg: Config, clock: Clock, *, network: Optional[canopen.Network] = None,
                     bus: Optional[can.BusABC] = None) -> "Cia402Backend":
-        return cls(Cia402Settings.from_config(cfg), clock, network=network, bus=bus)
+        """From ``cfg.drive``; with ``drive.eds_path`` the PDO mapping is checked against the EDS
+        (ConfigError naming ``drive.tpdo[i][j]`` / ``drive.eds_path``)."""
+        settings = Cia402Settings.from_config(cfg)
+        if settings.eds_path:
+            from canopen.objectdictionary import import_od
+
+            from controller.schema import ConfigError
+
+            try:
+                od = import_od(settings.eds_path, settings.node_id)
+            except (OSError, ValueError, KeyError, configparser.Error) as err:
+                raise ConfigError("drive.eds_path", f"{settings.eds_path!r}: {err}") from None
+            problem = eds_problem(PdoMapping(settings.tpdo, settings.rpdo), od)
+            if problem:
+                raise ConfigError(problem[0], f"{problem[1]} ({settings.eds_path})")
+        return cls(settings, clock, network=network, bus=bus)
 
     # --- facts -----------------------------------------------------------------------------------
     @property
@@ -338,14 +371,21 @@ class Cia402Backend(Backend):
     def error_frames(self) -> int:
         return self._inbox.error_frames
 
-    def wait_heartbeat(self, timeout_s: float) -> bool:
-        """Block until the drive's next heartbeat is filed (frames received before it have been
-        filed too: one receive thread, in order). For diagnostics and tests, never in the tick."""
-        return self._inbox.wait_heartbeat(lambda _state: True, timeout_s)
+    def wait_heartbeat(self, timeout_s: float, state: Optional[int] = None) -> bool:
+        """Block until the drive's next heartbeat (with NMT ``state``, if given) is filed (frames
+        received before it have been filed too: one receive thread, in order). For diagnostics
+        and tests, never in the tick."""
+        return self._inbox.wait_heartbeat(lambda st: state is None or st == state, timeout_s)
+
+    @property
+    def receive_thread_error(self) -> Optional[BaseException]:
+        """What stopped the network's receive thread (None while it runs)."""
+        net = self._network
+        return net.notifier.exception if net is not None and net.notifier is not None else None
 
     def max_rate_hz(self) -> float:
-        """The cycle's worst-case bus time at 100 % load: SYNC + TPDO1 + TPDO2 + RPDO1 [Hz]."""
-        return self.settings.bitrate / cycle_bits_worst_case()
+        """The cycle's worst-case bus time at 100 % load: SYNC + the mapped TPDOs and RPDOs [Hz]."""
+        return self.settings.bitrate / self.mapping.cycle_bits()
 
     # --- lifecycle hooks -------------------------------------------------------------------------
     def _open(self) -> None:
@@ -365,6 +405,9 @@ class Cia402Backend(Backend):
         self._release()
 
     def _enable(self, timeout_s: float) -> None:
+        if self.unprotected:
+            refuse_or_warn_unprotected(self._where, self.unprotected, self.settings.allow_unprotected,
+                                       "it would not notice a dead loop")
         try:
             self._enable_steps(timeout_s)
         except BaseException:
@@ -407,10 +450,10 @@ class Cia402Backend(Backend):
 
     def _read(self) -> Feedback:
         self._check_link()
-        pair = self._exchange()
+        payloads = self._exchange()
         self._drain_emcy()
-        if pair is not None:
-            self._ingest(pair)
+        if payloads is not None:
+            self._ingest(payloads)
         else:
             self.missed_samples += 1
         return self._feedback()
@@ -420,7 +463,12 @@ class Cia402Backend(Backend):
         if abs(torque_nm) > permille_limit(rated):
             self.saturated_writes += 1
         permille = 0 if self._fault is not None else to_permille(torque_nm, rated)
-        self._send(self._ids.rpdo(1), RPDO1.pack(permille, self._cw))
+        self._send_rpdos(permille, self._cw)
+
+    def _send_rpdos(self, target_torque_permille: int, controlword: int) -> None:
+        for cob_id, data in zip(self.mapping.rpdo_ids(self.settings.node_id),
+                                self.mapping.pack(target_torque_permille, controlword)):
+            self._send(cob_id, data)
 
     # --- open: connect and configure -------------------------------------------------------------
     def _connect(self) -> None:
@@ -490,29 +538,40 @@ class Cia402Backend(Backend):
                                   f"after writing {MODE_CST} (CST) to 0x6060")
 
     def _configure_consumer_heartbeat(self) -> None:
+        """Write the heartbeat consumer 0x1016:01 (the master's node id and the time after which
+        the drive faults without its heartbeat) and read it back. A refusal or a different value
+        read back leaves the drive unprotected: recorded in ``unprotected`` and refused at enable
+        (unless ``allow_unprotected``). The master heartbeat is sent only when confirmed."""
         s = self.settings
         entry = s.master_node_id << 16 | round(s.heartbeat_timeout_s * 1000)
+        self._master_heartbeat = False
+        self.unprotected = ""
         try:
             self._sdo_write(OD_CONSUMER_HEARTBEAT, 1, struct.pack("<I", entry), "consumer heartbeat")
+            read_back = self._sdo_read(OD_CONSUMER_HEARTBEAT, 1, "<I", "consumer heartbeat")
         except CommunicationError:
             raise
         except BackendError as err:
-            log.warning("%s: the drive does not watch the master (%s); it will not notice a dead loop",
-                        self._where, err)
-            self._master_heartbeat = False
-        else:
-            self._master_heartbeat = True
+            self.unprotected = f"the drive refused the heartbeat consumer ({str(err).removeprefix(self._where + ': ')})"
+            return
+        if read_back != entry:
+            self.unprotected = (f"heartbeat consumer 0x1016:01 reads back 0x{read_back:08X} after "
+                                f"writing 0x{entry:08X} (master node {s.master_node_id}, "
+                                f"{round(s.heartbeat_timeout_s * 1000)} ms)")
+            return
+        self._master_heartbeat = True
 
     def _configure_pdos(self) -> None:
-        """TPDO1/TPDO2/RPDO1 as :data:`PDO_LAYOUTS`, transmission type 1; the other pre-defined
-        PDOs invalid. The cyclic frames then bypass the canopen PDO objects (unsubscribed)."""
+        """The PDOs of ``mapping`` (``drive.tpdo`` / ``drive.rpdo``), transmission type 1; the
+        other pre-defined PDOs invalid; then each mapped PDO read back (:meth:`_check_pdos`). The
+        cyclic frames then bypass the canopen PDO objects (unsubscribed)."""
         node, net = self._node, self._network
         assert node is not None and net is not None
         for kind, maps in (("tpdo", node.tpdo), ("rpdo", node.rpdo)):
             for n, pdo in maps.map.items():
                 if pdo.predefined_cob_id is None:
                     continue  # beyond the pre-defined set: leave as is
-                layout = PDO_LAYOUTS.get((kind, n))
+                layout = self.mapping.layout(kind, n)
                 pdo.clear()
                 pdo.cob_id = pdo.predefined_cob_id
                 pdo.rtr_allowed = False
@@ -526,6 +585,28 @@ class Cia402Backend(Backend):
                     pdo.save()
                 if pdo.enabled:
                     net.unsubscribe(pdo.cob_id, pdo.on_message)
+        self._check_pdos()
+
+    def _check_pdos(self) -> None:
+        """Read back every mapped PDO (COB-ID valid, transmission type, mapping entries) over
+        SDO; a drive that kept another mapping is refused with one line naming PDO and entry."""
+        for kind, comm, mapping_base, layouts in (("tpdo", 0x1800, 0x1A00, self.mapping.tpdos),
+                                                  ("rpdo", 0x1400, 0x1600, self.mapping.rpdos)):
+            for n, layout in enumerate(layouts):
+                cob_id = self._sdo_read(comm + n, 1, "<I", f"{layout.name} COB-ID")
+                if cob_id & PDO_COB_ID_INVALID:
+                    raise BackendError(f"{self._where}: {layout.name} reads back invalid "
+                                       f"(COB-ID 0x{cob_id:08X}) after enabling it")
+                trans = self._sdo_read(comm + n, 2, "<B", f"{layout.name} transmission type")
+                if trans != PDO_TRANSMISSION_SYNC:
+                    raise BackendError(f"{self._where}: {layout.name} transmission type reads back "
+                                       f"{trans}, configured {PDO_TRANSMISSION_SYNC} (every SYNC)")
+                count = self._sdo_read(mapping_base + n, 0, "<B", f"{layout.name} mapping count")
+                entries = tuple(self._sdo_read(mapping_base + n, k, "<I", f"{layout.name} entry {k}")
+                                for k in range(1, min(count, 8) + 1))
+                mismatch = readback_mismatch(layout, entries)
+                if mismatch:
+                    raise BackendError(f"{self._where}: PDO mapping not as configured: {mismatch}")
 
     def _confirm_operational(self) -> None:
         s = self.settings
@@ -596,8 +677,8 @@ class Cia402Backend(Backend):
         except (can.CanError, OSError) as err:
             raise CommunicationError(f"{self._where}: send 0x{msg.arbitration_id:03X}: {err}") from err
 
-    def _exchange(self) -> Optional[tuple[bytes, bytes]]:
-        """SYNC, then the TPDO pair or None after ``timeout_s``. The master heartbeat rides on
+    def _exchange(self) -> Optional[tuple[bytes, ...]]:
+        """SYNC, then the mapped TPDOs or None after ``timeout_s``. The master heartbeat rides on
         the tick so that a stopped loop stops it."""
         self._inbox.arm()
         self._send_msg(self._sync_msg)
@@ -606,15 +687,15 @@ class Cia402Backend(Backend):
             if now >= self._next_master_hb_s:
                 self._send_msg(self._hb_msg)
                 self._next_master_hb_s = now + self.settings.heartbeat_period_s
-        return self._inbox.wait_pair(self.settings.timeout_s)
+        return self._inbox.wait_set(self.settings.timeout_s)
 
     def _poll(self, controlword: int) -> Optional[PowerState]:
         """One exchange outside the tick: RPDO (zero torque, ``controlword``), SYNC, TPDOs."""
-        self._send(self._ids.rpdo(1), RPDO1.pack(0, controlword))
-        pair = self._exchange()
+        self._send_rpdos(0, controlword)
+        payloads = self._exchange()
         self._drain_emcy()
-        if pair is not None:
-            self._ingest(pair)
+        if payloads is not None:
+            self._ingest(payloads)
             return self._power
         return None
 
@@ -697,21 +778,23 @@ class Cia402Backend(Backend):
             else:
                 log.error("%s: further %s", self._where, emcy.text)
 
-    def _ingest(self, pair: tuple[bytes, bytes]) -> None:
-        position, statusword = TPDO1.unpack(pair[0], self._ids.tpdo(1))
-        current_pm, torque_pm = TPDO2.unpack(pair[1], self._ids.tpdo(2))
+    def _ingest(self, payloads: tuple[bytes, ...]) -> None:
+        values = self.mapping.decode(payloads, self.settings.node_id)
+        position, statusword = values["position_actual"], values["statusword"]
         try:
             self._power = decode_statusword(statusword)
         except ProtocolError as err:
-            raise ProtocolError(f"TPDO1 0x{self._ids.tpdo(1):03X} byte 4: {err}") from err
+            raise ProtocolError(f"{self.mapping.where('statusword', self.settings.node_id)}: {err}") from err
         self._statusword = statusword
         if self._raw_position is None:
             self._position_counts = position
         else:
             self._position_counts += i32_delta(self._raw_position, position)
         self._raw_position = position
-        self._current_a = from_permille(current_pm, self.rated_current_a)
-        self._torque_nm = from_permille(torque_pm, self.rated_torque_nm)
+        if "current_actual" in values:
+            self._current_a = from_permille(values["current_actual"], self.rated_current_a)
+        if "torque_actual" in values:
+            self._torque_nm = from_permille(values["torque_actual"], self.rated_torque_nm)
         self._sequence += 1
         self._t_sample_s = self._clock.now()
 

@@ -13,14 +13,21 @@ Per tick, one write and up to three reply lines, bounded by ``timeout_s``:
             temperature NaN.
 ``write()`` ``c <axis> <torque>`` (no reply; feeds the drive watchdog).
 
-``enable()`` checks ``axis.error``, writes the watchdog timeout and enables the watchdog (when
-``watchdog_timeout_s`` is finite), passthrough input, zero torque in torque mode, requests
-CLOSED_LOOP_CONTROL and polls ``current_state`` until it is reached. ``disable()`` requests IDLE
-and switches off the watchdog it switched on.
+``open()`` reads ``fw_version_major/minor/revision`` (first contact: nothing answering, or a
+firmware other than 0.5.x, is refused). ``enable()`` checks ``axis.error``, writes the watchdog
+timeout and enables the watchdog (when ``watchdog_timeout_s`` is finite) and reads both back — a
+watchdog not confirmed on refuses enable unless ``allow_unprotected`` — then passthrough input,
+zero torque in torque mode, requests CLOSED_LOOP_CONTROL and polls ``current_state`` until it is
+reached. ``disable()`` requests IDLE, switches off the watchdog it switched on, and polls
+``current_state`` until IDLE within ``state_timeout_s`` (else CommunicationError: not confirmed).
 
 Link budget: the request and reply bytes per tick at 10 bits/byte set the highest loop rate
 (:func:`max_rate_for_baud`; worst case: the tick that polls the state); a loop rate above it is
-refused when opening. Without checksums, line noise that happens to form a well-formed reply
+refused when opening. The port's write timeout is ``state_timeout_s``, not ``timeout_s``: a
+tick's few dozen bytes fit the OS buffer, so a write blocks only on a dead link — and pyserial
+raises "Write timeout" after a complete write when the thread was merely descheduled longer than
+the timeout (seen at 2 ms on a loaded machine: ``hil --protocol odrive_ascii`` failed at 0 ticks).
+Without checksums, line noise that happens to form a well-formed reply
 cannot be told from one: enable ``use_checksum`` on a noisy link. The port is opened with
 ``exclusive=True`` and read with ``select`` on its file descriptor (POSIX).
 
@@ -38,7 +45,7 @@ from typing import Callable
 
 import serial
 
-from .backend import Backend, Clock, DriveState, Feedback
+from .backend import Backend, Clock, DriveState, Feedback, refuse_or_warn_unprotected
 from .errors import BackendError, CommunicationError, EnableError, ProtocolError
 from .odrive_ascii_codec import (CMD_CLEAR_ERRORS, MAX_LINE_BYTES, READ_REPLY_CHARS,
                                  cmd_feed_watchdog, cmd_feedback, cmd_read, cmd_torque, cmd_write,
@@ -46,7 +53,8 @@ from .odrive_ascii_codec import (CMD_CLEAR_ERRORS, MAX_LINE_BYTES, READ_REPLY_CH
                                  parse_float, parse_int, prop_axis_error, prop_current_state,
                                  prop_enable_watchdog, prop_input_mode, prop_iq_measured,
                                  prop_requested_state, prop_watchdog_timeout)
-from .odrive_codec import AxisState, InputMode, axis_error_text
+from .odrive_codec import (AxisState, FirmwareVersion, InputMode, axis_error_text,
+                           firmware_refusal)
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +123,15 @@ def _parse_state(text: str) -> int:
     return parse_int(text, "current_state")
 
 
+def _parse_bool(text: str, what: str) -> int:
+    """A bool property as 1/0 (the firmware prints ints; ``True``/``False`` taken as well)."""
+    if text in ("True", "true"):
+        return 1
+    if text in ("False", "false"):
+        return 0
+    return parse_int(text, what)
+
+
 def _parse_error(text: str) -> int:
     return parse_int(text, "axis error")
 
@@ -127,15 +144,19 @@ class ODriveAsciiBackend(Backend):
     def __init__(self, clock: Clock, *, port: str | serial.Serial, baudrate: int = 115200,
                  axis: int = 0, timeout_s: float = 0.002, use_checksum: bool = False,
                  status_every_ticks: int = 10, rate_hz: float | None = None,
-                 watchdog_timeout_s: float = math.inf,
+                 watchdog_timeout_s: float = math.inf, state_timeout_s: float = 0.5,
+                 allow_unprotected: bool = False,
                  link_time: Callable[[], float] = time.monotonic) -> None:
         """``port``: device path, or an open ``serial.Serial`` (the caller keeps ownership);
         ``timeout_s``: longest wait for the replies of one tick [s]; ``status_every_ticks``: poll
         ``current_state`` every n ticks (0 = never); ``rate_hz``: the loop rate, refused in
         ``open()`` if the link cannot hold it; ``watchdog_timeout_s``: written to the drive and
-        enabled in ``enable()`` (inf = leave the drive's watchdog setting alone) [s]."""
+        enabled in ``enable()`` and read back (inf = leave the drive's setting alone; it must then
+        read back enabled) [s]; ``state_timeout_s``: bound for the firmware query at open and for
+        a disable to be confirmed by ``current_state`` [s]; ``allow_unprotected``: enable even
+        when the watchdog is not confirmed (warned at every enable)."""
         super().__init__()
-        if timeout_s <= 0 or watchdog_timeout_s <= 0 or baudrate <= 0:
+        if min(timeout_s, watchdog_timeout_s, baudrate, state_timeout_s) <= 0:
             raise BackendError(f"{self.name}: timeout_s, watchdog_timeout_s, baudrate must be > 0")
         if status_every_ticks < 0:
             raise BackendError(f"{self.name}: status_every_ticks must be >= 0")
@@ -148,6 +169,11 @@ class ODriveAsciiBackend(Backend):
         self.status_every_ticks = status_every_ticks
         self.rate_hz = rate_hz
         self.watchdog_timeout_s = watchdog_timeout_s
+        self.state_timeout_s = state_timeout_s
+        self.allow_unprotected = allow_unprotected
+        self.firmware: FirmwareVersion | None = None  # read at open
+        self.unprotected = ""  # why the drive watchdog is not confirmed ("" = it is)
+        self._closed_loop_requested = False  # since the last confirmed IDLE
         self._link_time = link_time
         self._ser: serial.Serial | None = None
         self._rx = b""
@@ -178,7 +204,8 @@ class ODriveAsciiBackend(Backend):
             raise ConfigError("drive.port", "required for odrive_ascii (e.g. /dev/ttyACM0)")
         return cls(clock, port=port, baudrate=d.baudrate, axis=d.axis, timeout_s=d.timeout_s,
                    use_checksum=use_checksum, status_every_ticks=status_every,
-                   rate_hz=cfg.loop.rate_hz, watchdog_timeout_s=d.watchdog_timeout_s)
+                   rate_hz=cfg.loop.rate_hz, watchdog_timeout_s=d.watchdog_timeout_s,
+                   state_timeout_s=d.state_timeout_s, allow_unprotected=d.allow_unprotected)
 
     def max_rate_hz(self) -> float:
         return max_rate_for_baud(self.baudrate, self.axis, self.use_checksum,
@@ -204,13 +231,32 @@ class ODriveAsciiBackend(Backend):
         if isinstance(self.port, str):
             try:
                 self._ser = serial.Serial(self.port, self.baudrate, timeout=0,
-                                          write_timeout=self.timeout_s, exclusive=True)
+                                          write_timeout=self.state_timeout_s, exclusive=True)
             except (serial.SerialException, OSError, ValueError) as err:
                 raise CommunicationError(f"{self.name}: cannot open {self.port}: {err}") from err
         else:
             self._ser = self.port
         self._rx = b""
         self._reset_samples()
+        try:
+            self._check_firmware()
+        except BaseException:
+            self._close()
+            raise
+
+    def _check_firmware(self) -> None:
+        """``r fw_version_major`` / ``_minor`` / ``_revision``: the drive answers at all (first
+        contact), and speaks the ASCII protocol of the firmware line this driver knows."""
+        deadline = self._link_time() + self.state_timeout_s
+        self._discard_pending()
+        parts = [self._query_int(cmd_read(f"fw_version_{part}"), deadline, f"fw_version_{part}",
+                                 CommunicationError)
+                 for part in ("major", "minor", "revision")]
+        self.firmware = FirmwareVersion(parts[0], parts[1], parts[2])
+        log.info("%s: firmware %s on %s", self.name, self.firmware, self._port_name())
+        refusal = firmware_refusal(self.firmware, "ASCII")
+        if refusal:
+            raise BackendError(f"{self.name}: {self._port_name()}: {refusal}")
 
     def _close(self) -> None:
         ser, self._ser = self._ser, None
@@ -225,13 +271,14 @@ class ODriveAsciiBackend(Backend):
         if error:
             raise EnableError(f"{self.name}: axis {a} reports error 0x{error:X}: "
                               f"{axis_error_text(error)}; fix the cause, then reset_fault()")
-        setup: list[str] = []
-        if math.isfinite(self.watchdog_timeout_s):
-            setup += [cmd_write(prop_watchdog_timeout(a), float(self.watchdog_timeout_s)),
-                      cmd_write(prop_enable_watchdog(a), 1)]
-        setup += [cmd_write(prop_input_mode(a), int(InputMode.PASSTHROUGH)),
-                  cmd_torque(a, 0.0),  # torque mode, zero torque: never resume an old command
-                  cmd_write(prop_requested_state(a), int(AxisState.CLOSED_LOOP_CONTROL))]
+        self.unprotected = self._configure_watchdog(deadline)
+        if self.unprotected:
+            refuse_or_warn_unprotected(f"{self.name}: axis {a}", self.unprotected,
+                                       self.allow_unprotected, "a dead loop would leave it applying current")
+        setup = [cmd_write(prop_input_mode(a), int(InputMode.PASSTHROUGH)),
+                 cmd_torque(a, 0.0),  # torque mode, zero torque: never resume an old command
+                 cmd_write(prop_requested_state(a), int(AxisState.CLOSED_LOOP_CONTROL))]
+        self._closed_loop_requested = True
         self._send(setup)
         try:
             self._await_closed_loop(deadline, timeout_s)
@@ -241,6 +288,50 @@ class ODriveAsciiBackend(Backend):
         self._axis_state = AxisState.CLOSED_LOOP_CONTROL
         self._axis_error = 0
         self._tick = 0
+
+    def _configure_watchdog(self, deadline: float) -> str:
+        """Write ``config.watchdog_timeout`` and ``enable_watchdog`` (finite ``watchdog_timeout_s``)
+        and read both back; "" when the drive's watchdog is confirmed on with the timeout
+        intended (or, for inf, on with whatever timeout the drive has), else why not."""
+        a = self.axis
+        self._discard_pending()
+        if math.isfinite(self.watchdog_timeout_s):
+            self._send([cmd_write(prop_watchdog_timeout(a), float(self.watchdog_timeout_s)),
+                        cmd_write(prop_enable_watchdog(a), 1)])
+        try:
+            timeout = parse_float(self._reply_to(cmd_read(prop_watchdog_timeout(a)), deadline),
+                                  "watchdog_timeout", fixed=True)
+            enabled = _parse_bool(self._reply_to(cmd_read(prop_enable_watchdog(a)), deadline),
+                                  "enable_watchdog")
+        except ProtocolError as err:
+            self._drain_until_quiet(deadline)  # the other refusals' lines, so none is taken later
+            return f"the drive watchdog could not be configured and read back ({err})"
+        if enabled != 1:
+            return (f"{prop_enable_watchdog(a)} reads back {enabled}"
+                    + ("" if math.isfinite(self.watchdog_timeout_s) else
+                       " and drive.watchdog_timeout_s is .inf (left to the drive)"))
+        if math.isfinite(self.watchdog_timeout_s):
+            if abs(timeout - round(self.watchdog_timeout_s, 6)) > 2e-6:
+                return (f"{prop_watchdog_timeout(a)} reads back {timeout:g} s after writing "
+                        f"{self.watchdog_timeout_s:g} s")
+        elif not timeout > 0:
+            return f"{prop_watchdog_timeout(a)} reads back {timeout:g} s"
+        return ""
+
+    def _drain_until_quiet(self, deadline: float) -> None:
+        """Read and drop lines until none arrives for max(timeout_s, 50 ms), or the deadline."""
+        quiet = max(self.timeout_s, 0.05)
+        while self._readline(min(deadline, self._link_time() + quiet)) is not None:
+            pass
+
+    def _reply_to(self, command: str, deadline: float) -> str:
+        """The first reply line after sending ``command`` (an error text from an earlier write
+        that was refused comes first, and is what is returned: it does not parse as a value)."""
+        self._send([command])
+        line = self._readline(deadline)
+        if line is None:
+            raise ProtocolError(f"no reply to {command!r}")
+        return decode_reply(line, self.use_checksum)
 
     def _await_closed_loop(self, deadline: float, timeout_s: float) -> None:
         """Poll ``current_state`` until CLOSED_LOOP_CONTROL. The first reply after the setup
@@ -266,17 +357,18 @@ class ODriveAsciiBackend(Backend):
                 raise EnableError(f"{self.name}: axis {a} did not reach CLOSED_LOOP_CONTROL within "
                                   f"{timeout_s:g} s (last state {state})")
 
-    def _query_int(self, command: str, deadline: float, what: str) -> int:
-        """One request/reply during enable; no reply or a refusal raises EnableError."""
+    def _query_int(self, command: str, deadline: float, what: str,
+                   error: type[BackendError] = EnableError) -> int:
+        """One request/reply; no reply or a refusal raises ``error`` (EnableError by default)."""
         self._send([command])
         line = self._readline(deadline)
         if line is None:
-            raise EnableError(f"{self.name}: no reply to {command!r} on {self._port_name()} "
-                              f"(drive connected? ASCII protocol on this port? baud rate {self.baudrate}?)")
+            raise error(f"{self.name}: no reply to {command!r} on {self._port_name()} "
+                        f"(drive connected? ASCII protocol on this port? baud rate {self.baudrate}?)")
         try:
             return parse_int(decode_reply(line, self.use_checksum), what)
         except ProtocolError as err:
-            raise EnableError(f"{self.name}: while enabling: {err}") from err
+            raise error(f"{self.name}: {command!r}: {err}") from err
 
     def _disable(self) -> None:
         if self._ser is None:
@@ -286,6 +378,31 @@ class ODriveAsciiBackend(Backend):
             commands.append(cmd_write(prop_enable_watchdog(self.axis), 0))
         self._send(commands)
         self._axis_state = None
+        if self._closed_loop_requested:
+            self._confirm_idle()
+
+    def _confirm_idle(self) -> None:
+        """Poll ``current_state`` until IDLE within ``state_timeout_s``; else CommunicationError
+        (the base class keeps ``enabled`` True: not confirmed)."""
+        a = self.axis
+        deadline = self._link_time() + self.state_timeout_s
+        last = "no reply"
+        while self._link_time() < deadline:
+            self._discard_pending()
+            self._send([cmd_read(prop_current_state(a))])
+            line = self._readline(deadline)
+            if line is None:
+                break
+            state = self._parse(line, _parse_state)
+            if state is None:
+                continue
+            self._axis_state = state
+            if state == AxisState.IDLE:
+                self._closed_loop_requested = False
+                return
+            last = f"state {state}"
+        raise CommunicationError(f"{self.name}: axis {a}: disable not confirmed within "
+                                 f"{self.state_timeout_s:g} s (last: {last})")
 
     def _reset_fault(self) -> None:
         self._send([CMD_CLEAR_ERRORS])

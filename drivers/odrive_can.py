@@ -11,16 +11,23 @@ One receive path: the tick polls ``bus.recv`` (no Notifier thread). Per tick:
             torque estimate NaN (0.5.6 does not report it); temperature NaN.
 ``write()`` Set_Input_Torque.
 
-``enable()`` needs a fresh heartbeat without axis error, sends Set_Controller_Mode (torque,
-passthrough), Set_Input_Torque(0) and Set_Axis_State(CLOSED_LOOP_CONTROL), and returns once a
-later heartbeat reports CLOSED_LOOP_CONTROL (else EnableError, and IDLE is requested).
-``disable()`` sends Set_Axis_State(IDLE); ``reset_fault()`` Clear_Errors.
+``open()`` sends Get_Version (0x00): firmware 0.6+ answers, and a version other than 0.5.x
+latches a fault and refuses enable (0.5.6 has no Get_Version and stays silent: ``firmware`` None).
+``enable()`` needs a fresh heartbeat without axis error; the first enable after ``open`` checks
+the drive watchdog (below); then Set_Controller_Mode (torque, passthrough), Set_Input_Torque(0)
+and Set_Axis_State(CLOSED_LOOP_CONTROL), and it returns once a later heartbeat reports
+CLOSED_LOOP_CONTROL (else EnableError, and IDLE is requested). ``disable()`` sends
+Set_Axis_State(IDLE) and returns once a later heartbeat reports IDLE, within ``state_timeout_s``
+(else CommunicationError: not confirmed); ``reset_fault()`` Clear_Errors.
 
 Nothing is sent in the background: only the caller's read/write/enable/disable talk to the
 drive. Every frame addressed to the axis feeds the drive watchdog, so a dead loop must not keep
-the drive alive. (CAN Simple 0.5.6 cannot set the watchdog: configure
-``axis.config.watchdog_timeout``/``enable_watchdog`` on the drive; ``watchdog_timeout_s`` tells
-the driver what it is.)
+the drive alive. CAN Simple 0.5.6 can neither set nor read ``axis.config.watchdog_timeout`` /
+``enable_watchdog`` (configure them with odrivetool; ``watchdog_timeout_s`` tells the driver what
+they are), so the watchdog is checked by timing: CLOSED_LOOP_CONTROL at zero torque, nothing
+sent, until a heartbeat reports WATCHDOG_TIMER_EXPIRED within ``watchdog_timeout_s`` +
+``state_timeout_s``; then Clear_Errors. Without that (or with ``watchdog_timeout_s`` inf) enable
+is refused unless ``allow_unprotected`` (then warned at every enable).
 
 Resolution: position is a float32 in turns — 2^-24 turn (one count of a 24-bit encoder) within
 ±1 turn, 128 counts at 100 turns.
@@ -42,13 +49,14 @@ from typing import Callable
 
 import can
 
-from .backend import Backend, Clock, DriveState, Feedback
+from .backend import Backend, Clock, DriveState, Feedback, refuse_or_warn_unprotected
 from .cia402_protocol import CAN_ERR_BUSOFF, describe_error_frame  # SocketCAN error classes
 from .errors import BackendError, CommunicationError, EnableError, ProtocolError
-from .odrive_codec import (MAX_NODE_ID, AxisState, Cmd, ControlMode, EncoderEstimates, Frame,
-                           Heartbeat, InputMode, Iq, decode_encoder_estimates, decode_heartbeat,
-                           decode_iq, encode_clear_errors, encode_request, encode_set_axis_state,
-                           encode_set_controller_mode, encode_set_input_torque)
+from .odrive_codec import (MAX_NODE_ID, AxisError, AxisState, Cmd, ControlMode, EncoderEstimates,
+                           FirmwareVersion, Frame, Heartbeat, InputMode, Iq, decode_encoder_estimates,
+                           decode_heartbeat, decode_iq, decode_version, encode_clear_errors,
+                           encode_request, encode_set_axis_state, encode_set_controller_mode,
+                           encode_set_input_torque, firmware_refusal)
 
 log = logging.getLogger(__name__)
 
@@ -91,17 +99,21 @@ class ODriveCanBackend(Backend):
                  channel: str = "can0", bitrate: int = 250_000, timeout_s: float = 0.002,
                  heartbeat_timeout_s: float = 0.5, watchdog_timeout_s: float = math.inf,
                  cyclic_feedback: bool = False, rtr_requests: bool = True,
+                 state_timeout_s: float = 0.5, allow_unprotected: bool = False,
                  bus: can.BusABC | None = None,
                  link_time: Callable[[], float] = time.monotonic) -> None:
         """``timeout_s``: longest wait for replies per tick [s]; ``heartbeat_timeout_s``: heartbeat
         age that counts as lost [s]; ``watchdog_timeout_s``: the drive's configured watchdog [s]
-        (inf = disabled), used to keep it fed while ``enable()`` waits; ``bus``: an open bus to
+        (inf = disabled), used to keep it fed while ``enable()`` waits and to check it (below);
+        ``state_timeout_s``: bound for a state the drive must report (disable confirmed, the
+        watchdog check) beyond the heartbeat period [s]; ``allow_unprotected``: enable even when
+        the watchdog check fails (warned at every enable); ``bus``: an open bus to
         use instead of creating one (the caller keeps ownership); ``link_time``: monotonic wall
         time [s] for link timeouts. ``clock`` stamps the samples (``t_s``, ``age_s``)."""
         super().__init__()
         if not 0 <= node_id <= MAX_NODE_ID:
             raise BackendError(f"{self.name}: node_id {node_id} out of range 0..{MAX_NODE_ID}")
-        if timeout_s <= 0 or heartbeat_timeout_s <= 0 or watchdog_timeout_s <= 0:
+        if min(timeout_s, heartbeat_timeout_s, watchdog_timeout_s, state_timeout_s) <= 0:
             raise BackendError(f"{self.name}: timeouts must be > 0")
         self.clock = clock
         self.node_id = node_id
@@ -113,6 +125,8 @@ class ODriveCanBackend(Backend):
         self.watchdog_timeout_s = watchdog_timeout_s
         self.cyclic_feedback = cyclic_feedback
         self.rtr_requests = rtr_requests
+        self.state_timeout_s = state_timeout_s
+        self.allow_unprotected = allow_unprotected
         self._injected_bus = bus
         self._bus: can.BusABC | None = None
         self._link_time = link_time
@@ -146,7 +160,8 @@ class ODriveCanBackend(Backend):
         return cls(clock, node_id=d.node_id, interface=d.interface, channel=d.channel,
                    bitrate=d.bitrate, timeout_s=d.timeout_s,
                    heartbeat_timeout_s=d.heartbeat_timeout_s,
-                   watchdog_timeout_s=d.watchdog_timeout_s, cyclic_feedback=cyclic, bus=bus)
+                   watchdog_timeout_s=d.watchdog_timeout_s, cyclic_feedback=cyclic,
+                   state_timeout_s=d.state_timeout_s, allow_unprotected=d.allow_unprotected, bus=bus)
 
     def max_rate_hz(self) -> float:
         if self.interface == "virtual":
@@ -169,6 +184,11 @@ class ODriveCanBackend(Backend):
         self.error_frames = 0
         self.rejected_frames = 0
         self.bus_off = False
+        self.firmware: FirmwareVersion | None = None  # from Get_Version (0.6+); None: not reported
+        self._firmware_refusal = ""
+        self.watchdog_confirmed_s = NAN  # silence after which the drive watchdog was seen expired [s]
+        self.unprotected = ""  # why the drive watchdog is not confirmed ("" = it is, or unchecked)
+        self._closed_loop_requested = False  # since the last confirmed IDLE
 
     @property
     def last_heartbeat(self) -> Heartbeat | None:
@@ -186,6 +206,8 @@ class ODriveCanBackend(Backend):
                 raise CommunicationError(f"{self.name}: cannot open {self.interface} channel "
                                          f"{self.channel!r}: {err}") from err
         self._reset_link_state()
+        # firmware 0.6+ answers (checked when it arrives); 0.5.6 has no Get_Version and is silent
+        self._send(encode_request(self.node_id, Cmd.GET_VERSION, rtr=True))
 
     def _close(self) -> None:
         bus, self._bus = self._bus, None
@@ -200,25 +222,81 @@ class ODriveCanBackend(Backend):
             raise EnableError(f"{self.name}: no heartbeat from node {self.node_id} on "
                               f"{self.interface} {self.channel!r} within {self.heartbeat_timeout_s:g} s "
                               f"(drive powered? node id, bitrate {self.bitrate}?)")
+        if self._firmware_refusal:
+            raise EnableError(f"{self.name}: node {self.node_id}: {self._firmware_refusal}")
         hb = self._heartbeat
         assert hb is not None
         if hb.axis_error:
             raise EnableError(f"{self.name}: node {self.node_id} reports axis error "
                               f"0x{hb.axis_error:X}: {hb.fault_text()}; fix the cause, then reset_fault()")
-        self._send(encode_set_controller_mode(self.node_id, ControlMode.TORQUE_CONTROL,
-                                              InputMode.PASSTHROUGH))
-        self._send(encode_set_input_torque(self.node_id, 0.0))  # never resume an old torque
-        seq0 = self._heartbeat_seq
-        self._send(encode_set_axis_state(self.node_id, AxisState.CLOSED_LOOP_CONTROL))
+        if not self.unprotected and math.isnan(self.watchdog_confirmed_s):
+            self._check_watchdog()
+        if self.unprotected:
+            refuse_or_warn_unprotected(f"{self.name}: node {self.node_id}", self.unprotected,
+                                       self.allow_unprotected, "a dead loop would leave it applying current")
+        seq0 = self._request_closed_loop()
         try:
             self._await_closed_loop(seq0, self._link_time() + timeout_s, timeout_s)
         except BaseException:
             self._send_quietly(encode_set_axis_state(self.node_id, AxisState.IDLE))
             raise
 
+    def _request_closed_loop(self) -> int:
+        """Torque mode, passthrough, zero torque (never resume an old one), CLOSED_LOOP_CONTROL;
+        returns the heartbeat count before the request."""
+        self._send(encode_set_controller_mode(self.node_id, ControlMode.TORQUE_CONTROL,
+                                              InputMode.PASSTHROUGH))
+        self._send(encode_set_input_torque(self.node_id, 0.0))
+        seq0 = self._heartbeat_seq
+        self._closed_loop_requested = True
+        self._send(encode_set_axis_state(self.node_id, AxisState.CLOSED_LOOP_CONTROL))
+        return seq0
+
+    def _check_watchdog(self) -> None:
+        """CAN Simple 0.5.6 can neither set nor read ``axis.config.watchdog_timeout`` /
+        ``enable_watchdog``: the check is timed instead. CLOSED_LOOP_CONTROL at zero torque,
+        then nothing sent; a heartbeat must report WATCHDOG_TIMER_EXPIRED (and IDLE) within
+        ``watchdog_timeout_s`` + ``state_timeout_s``; then Clear_Errors. Otherwise ``unprotected``
+        says why (and the axis is put back to IDLE)."""
+        if not math.isfinite(self.watchdog_timeout_s):
+            self.unprotected = ("drive.watchdog_timeout_s is .inf: the drive watchdog is not checked "
+                                "(CAN Simple 0.5.6 cannot read it)")
+            return
+        seq0 = self._request_closed_loop()
+        t0 = self._link_time()
+
+        def expired() -> bool:
+            hb = self._heartbeat
+            return (self._heartbeat_seq > seq0 and hb is not None
+                    and bool(hb.axis_error & AxisError.WATCHDOG_TIMER_EXPIRED))
+
+        seen = self._wait_until(expired, t0 + self.watchdog_timeout_s + self.state_timeout_s)
+        silence = self._link_time() - t0
+        if not seen:
+            self._send(encode_set_axis_state(self.node_id, AxisState.IDLE))
+            self._confirm_idle()
+            self.unprotected = (f"the drive watchdog did not expire within {silence:.3f} s of silence "
+                                f"in CLOSED_LOOP_CONTROL (axis.config.enable_watchdog off, or "
+                                f"watchdog_timeout above drive.watchdog_timeout_s "
+                                f"{self.watchdog_timeout_s:g} s? set them with odrivetool)")
+            return
+        seq1 = self._heartbeat_seq
+        self._send(encode_clear_errors(self.node_id))
+        self._closed_loop_requested = False  # the watchdog has put it to IDLE
+        if not self._wait_until(lambda: self._heartbeat_seq > seq1 and self._heartbeat is not None
+                                and self._heartbeat.axis_error == 0,
+                                self._link_time() + self.state_timeout_s):
+            raise EnableError(f"{self.name}: node {self.node_id}: the watchdog check's error did "
+                              f"not clear within {self.state_timeout_s:g} s")
+        self.watchdog_confirmed_s = silence
+        log.info("%s: node %d: drive watchdog confirmed (expired within %.3f s of silence)",
+                 self.name, self.node_id, silence)
+
     def _await_closed_loop(self, seq0: int, deadline: float, timeout_s: float) -> None:
         """Wait for a heartbeat newer than ``seq0`` reporting CLOSED_LOOP_CONTROL. While waiting,
-        keep a configured drive watchdog fed with encoder requests (harmless telemetry)."""
+        keep a configured drive watchdog fed with Get_Bus_Voltage_Current requests (harmless
+        telemetry that is not a feedback sample, so the number sent — wall-time dependent —
+        leaves ``sequence`` and a lockstep run's log unchanged)."""
         feed_every = self.watchdog_timeout_s / 4.0
         next_feed = self._link_time() + feed_every
         while True:
@@ -234,16 +312,36 @@ class ODriveCanBackend(Backend):
                 state = hb.axis_state.name if hb is not None else "unknown"
                 raise EnableError(f"{self.name}: node {self.node_id} did not reach "
                                   f"CLOSED_LOOP_CONTROL within {timeout_s:g} s (last state {state})")
-            if now >= next_feed:
-                self._send(encode_request(self.node_id, Cmd.GET_ENCODER_ESTIMATES, self.rtr_requests))
+            if now >= next_feed:  # a request whose reply is not a sample: `sequence` stays put
+                self._send(encode_request(self.node_id, Cmd.GET_BUS_VOLTAGE_CURRENT, self.rtr_requests))
                 next_feed = now + feed_every
             msg = self._recv(min(deadline, next_feed) - now)
             if msg is not None:
                 self._handle(msg)
 
     def _disable(self) -> None:
+        """Set_Axis_State(IDLE), confirmed by a later heartbeat reporting IDLE within
+        ``state_timeout_s`` when closed loop was requested since the last confirmation; else
+        CommunicationError (the base class then keeps ``enabled`` True: not confirmed)."""
         if self._bus is not None:
             self._send(encode_set_axis_state(self.node_id, AxisState.IDLE))
+            self._confirm_idle()
+
+    def _confirm_idle(self) -> None:
+        if not self._closed_loop_requested:
+            return
+        seq0 = self._heartbeat_seq
+
+        def idle() -> bool:
+            hb = self._heartbeat
+            return self._heartbeat_seq > seq0 and hb is not None and hb.axis_state == AxisState.IDLE
+
+        if not self._wait_until(idle, self._link_time() + self.state_timeout_s):
+            hb = self._heartbeat
+            last = hb.axis_state.name if hb is not None and self._heartbeat_seq > seq0 else "no heartbeat"
+            raise CommunicationError(f"{self.name}: node {self.node_id}: disable not confirmed within "
+                                     f"{self.state_timeout_s:g} s (last: {last})")
+        self._closed_loop_requested = False
 
     def _reset_fault(self) -> None:
         self._send(encode_clear_errors(self.node_id))
@@ -288,6 +386,8 @@ class ODriveCanBackend(Backend):
     def _state(self) -> tuple[DriveState, int, str]:
         if self.bus_off:
             return DriveState.FAULT, 0, f"CAN bus off on {self.channel!r} (error frame)"
+        if self._firmware_refusal:
+            return DriveState.FAULT, 0, self._firmware_refusal
         hb = self._heartbeat
         if hb is None:
             waited = self._link_time() - self._opened_at
@@ -364,9 +464,27 @@ class ODriveCanBackend(Backend):
             elif cmd == Cmd.GET_IQ:
                 self._iq = decode_iq(frame)
                 self._iq_seq += 1
+            elif cmd == Cmd.GET_VERSION:
+                if self._closed_loop_requested or self.enabled:  # asked at open, answered at once
+                    self.rejected_frames += 1
+                    log.warning("%s: Get_Version frame 0x%03X while enabled ignored", self.name,
+                                msg.arbitration_id)
+                else:
+                    self._on_version(decode_version(frame))
         except ProtocolError as err:
             self.rejected_frames += 1
             log.warning("%s: %s", self.name, err)
+
+    def _on_version(self, version: FirmwareVersion) -> None:
+        """A Get_Version reply (firmware 0.6+): a firmware whose protocol this driver does not
+        speak latches a fault (whenever the reply arrives) and refuses enable."""
+        if self.firmware is None:
+            log.info("%s: node %d: firmware %s", self.name, self.node_id, version)
+        self.firmware = version
+        refusal = firmware_refusal(version, "CAN Simple")
+        if refusal and not self._firmware_refusal:
+            self._firmware_refusal = refusal
+            log.error("%s: node %d: %s", self.name, self.node_id, refusal)
 
     # --- send path ---------------------------------------------------------------------------------
     def _send(self, frame: Frame, deadline: float | None = None) -> None:

@@ -25,8 +25,10 @@ _DLC_DATA = 8
 
 
 class Cmd(enum.IntEnum):
-    """CAN Simple command ids (0.5.6) used by the driver and the emulator."""
+    """CAN Simple command ids (0.5.6) used by the driver and the emulator; GET_VERSION is 0.6's
+    (in 0.5.6 cmd 0x00 is reserved for CANopen NMT and not answered)."""
 
+    GET_VERSION = 0x00
     HEARTBEAT = 0x01
     ESTOP = 0x02
     GET_MOTOR_ERROR = 0x03
@@ -256,7 +258,7 @@ def _decode_two_f32(frame: Frame, cmd: Cmd, what_a: str, what_b: str) -> tuple[f
 
 def encode_request(node_id: int, cmd: Cmd, rtr: bool = True) -> Frame:
     """A Get_* request: RTR with DLC 0 (``rtr=True``) or a data frame with DLC 0."""
-    if cmd not in REQUESTABLE:
+    if cmd not in REQUESTABLE and cmd != Cmd.GET_VERSION:
         raise ValueError(f"{cmd!r} is not a Get_* message")
     return Frame(arbitration_id(node_id, cmd), b"", rtr)
 
@@ -302,6 +304,52 @@ def decode_heartbeat(frame: Frame) -> Heartbeat:
     d = frame.data
     return Heartbeat(_u32(frame, 0), state, bool(d[5] & 1), bool(d[6] & 1), bool(d[7] & 1),
                      bool(d[7] & 0x80))
+
+
+# --- Get_Version (0x00, firmware 0.6+), drive → host -----------------------------------------------
+# Layout (ODrive 0.6 CAN Simple): protocol_version u8 @0, hw_version major/minor/variant u8 @1..3,
+# fw_version major/minor/revision u8 @4..6, fw_version_unreleased u8 @7.
+
+#: The firmware line whose protocols (CAN Simple and ASCII) the ODrive drivers speak.
+SUPPORTED_FIRMWARE = (0, 5)
+
+
+@dataclass(frozen=True, slots=True)
+class FirmwareVersion:
+    major: int
+    minor: int
+    revision: int
+    unreleased: bool = False
+    hardware: tuple[int, int, int] | None = None  # major, minor, variant (CAN only)
+
+    def __str__(self) -> str:
+        text = f"{self.major}.{self.minor}.{self.revision}" + ("-dev" if self.unreleased else "")
+        if self.hardware:
+            text += " (hardware {}.{}-{})".format(*self.hardware)
+        return text
+
+
+def firmware_refusal(version: FirmwareVersion, link: str) -> str | None:
+    """Why a driver must not talk to this firmware, or None when it speaks its protocol."""
+    if (version.major, version.minor) == SUPPORTED_FIRMWARE:
+        return None
+    line = ".".join(map(str, SUPPORTED_FIRMWARE))
+    return (f"firmware {version}: this driver speaks the {link} protocol of firmware {line}.x "
+            f"(0.6 renamed properties, moved error codes and changed the heartbeat); "
+            f"flash {line}.6 or use a driver for that firmware")
+
+
+def encode_version(node_id: int, version: FirmwareVersion, protocol_version: int = 2) -> Frame:
+    hw = version.hardware or (0, 0, 0)
+    return Frame(arbitration_id(node_id, Cmd.GET_VERSION),
+                 bytes([protocol_version, *hw, version.major, version.minor, version.revision,
+                        int(version.unreleased)]))
+
+
+def decode_version(frame: Frame) -> FirmwareVersion:
+    _check(frame, Cmd.GET_VERSION, 8)
+    d = frame.data
+    return FirmwareVersion(d[4], d[5], d[6], bool(d[7]), (d[1], d[2], d[3]))
 
 
 # --- commands, host → drive ----------------------------------------------------------------------

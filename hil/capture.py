@@ -1,8 +1,10 @@
 """Raw CAN captures (python-can formats: ``.log`` candump, ``.asc``, ``.blf``, …) turned into
 per-tick feedback by the drivers' own decoding code, for offline replay.
 
-Ticks: CiA 402 — one per RPDO1 (target torque) the master sent, with the latest TPDO1
-(position, statusword) and TPDO2 (current, torque) before it. ODrive CAN — each
+Ticks: CiA 402 — one per RPDO carrying the target torque the master sent, with the latest
+position and current from the TPDOs before it (decoded with the mapping ``drive.tpdo`` /
+``drive.rpdo`` of the config given; the default: TPDO1 position + statusword, TPDO2 current +
+torque, RPDO1 target torque + controlword). ODrive CAN — each
 Set_Input_Torque (0x0E) closes a tick; the latest Get_Encoder_Estimates (0x09) and Get_Iq (0x14)
 replies before it are its feedback. Rated torque/current of a CiA 402 drive are taken from the
 SDO replies in the capture when present (0x6076, 0x6075), else from the config.
@@ -55,14 +57,14 @@ def infer_protocol(messages: list[can.Message]) -> str:
 
 
 def _cia402(messages, cfg: Config) -> tuple[list[tuple], int]:
-    from drivers.cia402_protocol import RPDO1, TPDO1, TPDO2, CobIds, counts_to_rad, from_permille
+    from drivers.cia402_pdo import PdoMapping
+    from drivers.cia402_protocol import counts_to_rad, from_permille
 
     node = cfg.drive.node_id
     tpdo1_ids = {0x180 + n: n for n in range(1, 128)}
     found = [tpdo1_ids[m.arbitration_id] for m in messages if m.arbitration_id in tpdo1_ids]
     if found:
         node = found[0]
-    ids = CobIds(node)
     rated_torque = rated_current = math.nan
     for m in messages:  # SDO upload replies (0x43 = 4-byte expedited) of 0x6076 / 0x6075
         if m.arbitration_id == 0x580 + node and len(m.data) == 8 and m.data[0] == 0x43:
@@ -77,22 +79,27 @@ def _cia402(messages, cfg: Config) -> tuple[list[tuple], int]:
     if not math.isfinite(rated_current):
         rated_current = 5.0
     cpr = cfg.drive.counts_per_rev
+    mapping = PdoMapping(cfg.drive.tpdo, cfg.drive.rpdo)  # the mapping the run configured
+    tpdos = dict(zip(mapping.tpdo_ids(node), mapping.tpdos))
+    rpdos = dict(zip(mapping.rpdo_ids(node), mapping.rpdos))
     rows, skipped = [], 0
     pos = cur = math.nan
     for m in messages:
         cid, data = m.arbitration_id, bytes(m.data)
-        if cid == ids.tpdo(1):
-            counts, _status = TPDO1.unpack(data, cid)
-            pos = counts_to_rad(counts, cpr)
-        elif cid == ids.tpdo(2):
-            cur_pm, _torque_pm = TPDO2.unpack(data, cid)
-            cur = from_permille(cur_pm, rated_current)
-        elif cid == ids.rpdo(1):
+        if cid in tpdos:
+            layout = tpdos[cid]
+            values = dict(zip((f.name for f in layout.fields), layout.unpack(data, cid)))
+            if "position_actual" in values:
+                pos = counts_to_rad(values["position_actual"], cpr)
+            if "current_actual" in values:
+                cur = from_permille(values["current_actual"], rated_current)
+        elif cid in rpdos:
+            layout = rpdos[cid]
+            values = dict(zip((f.name for f in layout.fields), layout.unpack(data, cid)))
             # one row per command the master sent, with the latest feedback it had (a tick
             # whose TPDOs were lost or late keeps the previous sample, as the driver does)
-            target_pm, _cw = RPDO1.unpack(data, cid)
-            if not math.isnan(pos):
-                rows.append((m.timestamp, pos, cur, from_permille(target_pm, rated_torque)))
+            if "target_torque" in values and not math.isnan(pos):
+                rows.append((m.timestamp, pos, cur, from_permille(values["target_torque"], rated_torque)))
         elif cid != 0x080:
             skipped += 1
     return rows, skipped
@@ -257,7 +264,7 @@ class RunCapture:
             self._parts.append(text)
             try:
                 port = captured_serial(d.port, d.baudrate, text, timeout=0,
-                                       write_timeout=d.timeout_s, exclusive=True)
+                                       write_timeout=d.state_timeout_s, exclusive=True)  # as the driver
             except (serial.SerialException, OSError, ValueError) as err:
                 text.close()
                 raise ProtocolError(f"drive.port {d.port}: cannot open: {err}") from err

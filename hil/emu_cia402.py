@@ -14,11 +14,12 @@ LocalNode does not do, this module does, as a real drive would:
   and torque 0x6077 [‰],
 - watches the master heartbeat when 0x1016 is configured (after the first one arrives): a lapse
   while the power stage is on is EMCY 0x8130 and FAULT; leaving NMT OPERATIONAL while powered
-  disables the voltage.
+  disables the voltage. ``heartbeat_consumer`` makes it a drive that refuses 0x1016 (SDO abort)
+  or one that acknowledges the write but ignores it (0 reads back), to test the driver's refusal.
 
 Modes: ``lockstep`` — the plant advances exactly one ``period_s`` per SYNC (after the TPDOs of
 that SYNC are sent: the sample is taken at SYNC, the torque applied at SYNC acts over the next
-period); ``realtime`` — a thread advances the plant every ``period_s`` of real time and SYNC
+period; the heartbeat consumer still runs on the monotonic clock, as on a drive); ``realtime`` — a thread advances the plant every ``period_s`` of real time and SYNC
 only samples it.
 
 Fault injection: :meth:`drop_next`, :meth:`delay_next`, :meth:`inject_fault`,
@@ -67,6 +68,9 @@ _SDO_ABORT_PDO_TOO_LONG = 0x06040042
 _EMCY_PDO_LENGTH = 0x8210
 _EMCY_HEARTBEAT = 0x8130
 _NOTIFIER_CYCLE_S = 0.05  # receive-thread wake-up: bounds how long close() waits for it [s]
+_SDO_ABORT_READ_ONLY = 0x06010002
+_CONSUMER_POLL_S = 0.01  # LOCKSTEP: heartbeat consumer check period [s]
+_CONSUMER_MODES = ("supported", "refused", "ignored")
 
 
 class _NullTask:
@@ -122,9 +126,20 @@ class Cia402Emulator:
                  node_id: int = 32, eds_path: Optional[str | Path] = None,
                  mode: EmulatorMode | str = EmulatorMode.LOCKSTEP, period_s: float = 0.001,
                  rated_current_a: Optional[float] = None, rated_torque_nm: Optional[float] = None,
-                 silent: bool = False, capture_path: Optional[str | Path] = None, seed: int = 0) -> None:
+                 silent: bool = False, capture_path: Optional[str | Path] = None, seed: int = 0,
+                 heartbeat_consumer: str = "supported",
+                 fixed_pdo_mapping: Optional[dict[int, tuple[int, ...]]] = None) -> None:
+        """``heartbeat_consumer``: ``supported`` (0x1016 as the object dictionary has it),
+        ``refused`` (a write of 0x1016 is aborted, as by a drive without a consumer) or
+        ``ignored`` (the write is acknowledged but nothing is stored or watched: 0 reads back).
+        ``fixed_pdo_mapping``: mapping index (0x1600+n / 0x1A00+n) → entries the drive keeps
+        whatever the master writes (writes acknowledged; reads and the PDOs it sends use these)."""
         if period_s <= 0:
             raise ValueError(f"period_s: must be > 0, got {period_s}")
+        if heartbeat_consumer not in _CONSUMER_MODES:
+            raise ValueError(f"heartbeat_consumer: one of {', '.join(_CONSUMER_MODES)}, got {heartbeat_consumer!r}")
+        self._consumer_mode = heartbeat_consumer
+        self._fixed_mapping = dict(fixed_pdo_mapping or {})
         self.mode = EmulatorMode(mode)
         self.period_s = period_s
         self.ids = CobIds(node_id)
@@ -232,10 +247,11 @@ class Cia402Emulator:
         net.subscribe(NMT_COB_ID, self._on_nmt)  # after the NmtSlave's own subscription
         node.nmt.state = "INITIALISING"  # boot-up frame
         node.nmt.state = "PRE-OPERATIONAL"  # starts the heartbeat if 0x1017 is set
-        if self.mode is EmulatorMode.REALTIME:
-            self._plant_thread = threading.Thread(target=self._run_realtime, name="cia402-emu-plant",
-                                                  daemon=True)
-            self._plant_thread.start()
+        # REALTIME: the plant thread also runs the drive's own timers; LOCKSTEP: a thread for the
+        # heartbeat consumer alone (a real drive checks it on its own clock, SYNC or not)
+        target = self._run_realtime if self.mode is EmulatorMode.REALTIME else self._run_consumer
+        self._plant_thread = threading.Thread(target=target, name="cia402-emu-timers", daemon=True)
+        self._plant_thread.start()
 
     def close(self) -> None:
         """Stop every thread and release the buses. Safe to call twice."""
@@ -465,6 +481,11 @@ class Cia402Emulator:
     # --- SDO callbacks ---------------------------------------------------------------------------
     def _on_sdo_read(self, index: int, subindex: int, od: Optional[ODVariable]) -> Optional[int]:
         """Live process values for SDO uploads and TPDOs; None = the data store answers."""
+        if index == OD_CONSUMER_HEARTBEAT and subindex >= 1 and self._consumer_mode == "ignored":
+            return 0
+        fixed = self._fixed_mapping.get(index)
+        if fixed is not None:
+            return len(fixed) if subindex == 0 else (fixed[subindex - 1] if subindex <= len(fixed) else 0)
         live = self._live.get(index)
         if live is None:
             return None
@@ -472,6 +493,8 @@ class Cia402Emulator:
             return live()
 
     def _on_sdo_write(self, index: int, subindex: int, od: ODVariable, data: bytes) -> None:
+        if index == OD_CONSUMER_HEARTBEAT and self._consumer_mode == "refused":
+            raise SdoAbortedError(_SDO_ABORT_READ_ONLY)
         with self._lock:
             if 0x1600 <= index <= 0x17FF or 0x1A00 <= index <= 0x1BFF:
                 self._check_mapping_write(index, subindex, data)
@@ -489,7 +512,7 @@ class Cia402Emulator:
                 self._rated_current_a = int(value) / 1000.0
             elif index == OD_RATED_TORQUE:
                 self._rated_torque_nm = int(value) / 1000.0
-            elif index == OD_CONSUMER_HEARTBEAT and subindex == 1:
+            elif index == OD_CONSUMER_HEARTBEAT and subindex == 1 and self._consumer_mode == "supported":
                 self._configure_consumer(int(value))
 
     def _configure_consumer(self, entry: int) -> None:
@@ -618,6 +641,15 @@ class Cia402Emulator:
         with self._lock:
             self.tpdo_sent += len(frames)
             self._changed.notify_all()
+
+    # --- the drive's own clock ----------------------------------------------------------------------
+    def _run_consumer(self) -> None:
+        """LOCKSTEP: check the heartbeat consumer every 10 ms of monotonic time, so a master
+        that stops entirely (no SYNC either) still faults the drive within the consumer time."""
+        while not self._stop.wait(_CONSUMER_POLL_S):
+            with self._lock:
+                self._check_consumer()
+                self._changed.notify_all()
 
     # --- realtime plant --------------------------------------------------------------------------
     def _run_realtime(self) -> None:

@@ -20,7 +20,8 @@ Properties (prefix ``axis<n>.``): ``error``, ``current_state``, ``requested_stat
 ``motor.current_control.Iq_measured``, ``motor.current_control.Iq_setpoint``,
 ``encoder.pos_estimate``, ``encoder.vel_estimate``, ``config.enable_watchdog``,
 ``config.watchdog_timeout``, ``motor.config.current_lim``, ``motor.config.torque_constant``;
-and ``vbus_voltage``.
+``vbus_voltage`` and ``fw_version_major``/``_minor``/``_revision`` (``firmware``). Fault options
+for the driver's checks: ``watchdog_config`` refused / ignored.
 
 Modes: LOCKSTEP advances the plant one ``dt_s`` per ``c`` command; REALTIME advances it against
 the wall clock. ``baudrate`` (optional) paces replies as a full-duplex UART at that rate would
@@ -68,15 +69,23 @@ class ODriveAsciiEmulator(ODriveEmulatorBase):
                  dt_s: float = 0.001, axis: int = 0, watchdog_timeout_s: float | None = None,
                  bus_voltage_v: float = 24.0, baudrate: int | None = None,
                  byte_log: str | Path | TextIO | None = None,
+                 firmware: tuple[int, int, int] = (0, 5, 6), watchdog_config: str = "supported",
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``dt_s``: plant period [s]; ``watchdog_timeout_s``: initial drive watchdog [s] (None =
         disabled; the host may enable it with ``w axisN.config.enable_watchdog 1``);
+        ``firmware``: what ``r fw_version_major/minor/revision`` answer; ``watchdog_config``:
+        ``supported``, ``refused`` (the two watchdog properties are unknown: ``invalid
+        property``) or ``ignored`` (writes acknowledged by silence, nothing stored);
         ``baudrate``: pace replies as a UART at this rate (None = as fast as the pty)."""
         super().__init__(plant, seed=seed, mode=mode, dt_s=dt_s,
                          watchdog_timeout_s=watchdog_timeout_s, bus_voltage_v=bus_voltage_v,
                          clock=clock)
         self.axis_number = axis
         self.baudrate = baudrate
+        if watchdog_config not in ("supported", "refused", "ignored"):
+            raise ValueError(f"watchdog_config: supported, refused or ignored, got {watchdog_config!r}")
+        self.firmware = firmware
+        self.watchdog_config = watchdog_config
         self._byte_log_arg = byte_log
         self._byte_log: TextIO | None = None
         self._owns_log = False
@@ -328,7 +337,24 @@ class ODriveAsciiEmulator(ODriveEmulatorBase):
         def requested_state(text: str, now: float) -> None:
             axis.request_state(int(text), now)
 
-        return {
+        def ignore(text: str, now: float) -> None:
+            float(text)  # parsed, acknowledged by silence, not stored
+
+        watchdog = {
+            p + "config.enable_watchdog": (lambda: axis.watchdog_enabled,
+                                           attr("watchdog_enabled", _bool)),
+            p + "config.watchdog_timeout": (lambda: axis.watchdog_timeout_s,
+                                            attr("watchdog_timeout_s", _finite)),
+        }
+        if self.watchdog_config == "refused":
+            watchdog = {}
+        elif self.watchdog_config == "ignored":
+            watchdog = {name: (read, ignore) for name, (read, _) in watchdog.items()}
+        major, minor, revision = self.firmware
+        return watchdog | {
+            "fw_version_major": (lambda: major, None),
+            "fw_version_minor": (lambda: minor, None),
+            "fw_version_revision": (lambda: revision, None),
             p + "error": (lambda: axis.error, attr("error", int)),
             p + "current_state": (lambda: int(axis.state), None),
             p + "requested_state": (lambda: 0, requested_state),  # reads back 0 once acted upon
@@ -339,9 +365,6 @@ class ODriveAsciiEmulator(ODriveEmulatorBase):
             p + "motor.current_control.Iq_setpoint": (axis.current_command_a, None),
             p + "encoder.pos_estimate": (lambda: axis.feedback().pos_turns, None),
             p + "encoder.vel_estimate": (lambda: axis.feedback().vel_turns_s, None),
-            p + "config.enable_watchdog": (lambda: axis.watchdog_enabled, attr("watchdog_enabled", _bool)),
-            p + "config.watchdog_timeout": (lambda: axis.watchdog_timeout_s,
-                                            attr("watchdog_timeout_s", _finite)),
             p + "motor.config.current_lim": (lambda: axis.current_limit_a, attr("current_limit_a", _finite)),
             p + "motor.config.torque_constant": (lambda: axis.plant.Kt, None),
             "vbus_voltage": (lambda: axis.bus_voltage_v, None),

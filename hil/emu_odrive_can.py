@@ -14,7 +14,9 @@ thread:
 - ``cyclic_feedback``: encoder estimates and Iq sent without request — every ``dt_s`` of wall time
   (REALTIME), or after every torque command (LOCKSTEP).
 - The drive watchdog (``watchdog_timeout_s``, None = disabled as by default on the drive): every
-  frame addressed to the axis feeds it, requests included; checked in CLOSED_LOOP only.
+  frame addressed to the axis feeds it, requests included; checked in CLOSED_LOOP only (in
+  LOCKSTEP until the loop's first plant period, see :class:`~hil.odrive_axis.ODriveEmulatorBase`).
+- Get_Version (0x00) answered only with ``firmware`` given (0.6+ behaviour; 0.5.6 is silent).
 
 Modes (:class:`~hil.odrive_axis.EmuMode`): LOCKSTEP advances the plant one ``dt_s`` per
 Set_Input_Torque received (in any state: in IDLE the current command is zero) — deterministic,
@@ -40,12 +42,12 @@ import can
 
 from controller.config import PlantConfig
 from drivers.errors import ProtocolError
-from drivers.odrive_codec import (REQUESTABLE, AxisError, Cmd, Frame,
+from drivers.odrive_codec import (REQUESTABLE, AxisError, Cmd, FirmwareVersion, Frame,
                                   decode_set_axis_state, decode_set_controller_mode,
                                   decode_set_input_torque,
                                   decode_set_limits, encode_bus_voltage_current,
                                   encode_encoder_estimates, encode_heartbeat, encode_iq,
-                                  encode_motor_error)
+                                  encode_motor_error, encode_version)
 from hil.odrive_axis import EmuMode, ODriveEmulatorBase
 
 log = logging.getLogger(__name__)
@@ -67,9 +69,12 @@ class ODriveCanEmulator(ODriveEmulatorBase):
                  heartbeat_every_ticks: int = 0, cyclic_feedback: bool = False,
                  watchdog_timeout_s: float | None = None, bus_voltage_v: float = 24.0,
                  capture: can.Listener | str | Path | None = None,
+                 firmware: FirmwareVersion | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``dt_s``: plant period [s]; ``heartbeat_period_s``: wall-time heartbeat [s] (None = off);
-        ``watchdog_timeout_s``: drive watchdog [s] (None = disabled); ``clock``: wall time [s]."""
+        ``watchdog_timeout_s``: drive watchdog [s] (None = disabled); ``firmware``: answer
+        Get_Version (0x00) with it, as firmware 0.6+ does (None: silent, as 0.5.6);
+        ``clock``: wall time [s]."""
         super().__init__(plant, seed=seed, mode=mode, dt_s=dt_s,
                          watchdog_timeout_s=watchdog_timeout_s, bus_voltage_v=bus_voltage_v,
                          clock=clock)
@@ -79,6 +84,7 @@ class ODriveCanEmulator(ODriveEmulatorBase):
         self.heartbeat_period_s = heartbeat_period_s
         self.heartbeat_every_ticks = heartbeat_every_ticks
         self.cyclic_feedback = cyclic_feedback
+        self.firmware = firmware
         self._capture_arg = capture
         self._capture: can.Listener | None = None
         self._owns_capture = False
@@ -195,7 +201,10 @@ class ODriveCanEmulator(ODriveEmulatorBase):
         axis.feed_watchdog(now)  # every frame addressed to the axis feeds it (do_command)
         cmd = frame.cmd
         try:
-            if cmd in REQUESTABLE:
+            if cmd == Cmd.GET_VERSION:
+                if frame.is_request and self.firmware is not None:
+                    self._respond(encode_version(self.node_id, self.firmware))
+            elif cmd in REQUESTABLE:
                 if frame.is_request:
                     self._answer(Cmd(cmd))
             elif cmd == Cmd.SET_AXIS_STATE:

@@ -44,8 +44,16 @@ class HilRig:
         return self.emulator.plant.friction_nm
 
 
-def _hil_drive_config(cfg: Config, protocol: str, channel: str) -> Config:
+# Lockstep: the shortest wall-time wait for a reply [s]. The emulator's thread has to be scheduled
+# to answer; on a loaded machine that takes longer than a real drive's 2 ms now and then, and in
+# lockstep only simulated time counts (a longer wait changes nothing but robustness).
+LOCKSTEP_MIN_TIMEOUT_S = 0.05
+
+
+def _hil_drive_config(cfg: Config, protocol: str, channel: str, realtime: bool = True) -> Config:
     d = cfg.drive
+    if not realtime:
+        d = dataclasses.replace(d, timeout_s=max(d.timeout_s, LOCKSTEP_MIN_TIMEOUT_S))
     if protocol == "cia402":
         d = dataclasses.replace(d, protocol=protocol, interface="virtual", channel=channel,
                                 node_id=d.node_id if 1 <= d.node_id <= 127 else 1,
@@ -113,10 +121,11 @@ def bench_config(cfg: Config, protocol: str, rate_hz: float | None = None) -> tu
 def emulated_watchdog_s(cfg: Config, realtime: bool) -> float | None:
     """The emulated ODrive's axis watchdog: what the drive would be configured with
     (``drive.watchdog_timeout_s``; CAN Simple cannot set it, a real drive is set up with its own
-    tool). On the real clock only: in lockstep the plant waits for each command, so a wall-time
-    watchdog would trip on a loaded machine without anything being wrong."""
+    tool). In both modes: in lockstep the emulator runs it on wall time through enable and the
+    driver's watchdog check, and suspends it once the loop steps the plant (``realtime`` is
+    kept for callers; it no longer changes the answer)."""
     wd = cfg.drive.watchdog_timeout_s
-    return wd if realtime and math.isfinite(wd) else None
+    return wd if math.isfinite(wd) else None
 
 
 @contextlib.contextmanager
@@ -192,7 +201,7 @@ def hil_rig(cfg: Config, protocol: str, *, realtime: bool = False, seed: int = 0
         return
     plant_cfg = plant or cfg.plant
     channel = f"frictionctl-hil-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    cfg = _hil_drive_config(cfg, protocol, channel)
+    cfg = _hil_drive_config(cfg, protocol, channel, realtime)
     clock: Clock = RealClock(cfg.loop.spin_s) if realtime else SimClock()
     dt = cfg.loop.dt_s
     with contextlib.ExitStack() as stack:

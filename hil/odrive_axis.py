@@ -6,7 +6,8 @@ requested state sets INVALID_STATE and leaves the axis in IDLE), axis errors (an
 axis to IDLE; CLOSED_LOOP is refused while an error is latched), control/input mode, input torque
 → current command ``torque / Kt`` (only in TORQUE_CONTROL with PASSTHROUGH input; anything else
 commands zero current), the current limit, and the drive watchdog (checked only in CLOSED_LOOP;
-expiry sets WATCHDOG_TIMER_EXPIRED and goes to IDLE). Not emulated: calibration, velocity
+expiry sets WATCHDOG_TIMER_EXPIRED and goes to IDLE; in LOCKSTEP on wall time only until the
+first plant period in closed loop, see ``_watchdog_on_wall_time``). Not emulated: calibration, velocity
 limiting in torque mode, the torque ramp input mode, motor/encoder sub-errors.
 
 Not thread-safe: the owning emulator serialises every call under its lock.
@@ -32,6 +33,8 @@ from drivers.odrive_codec import AxisError, AxisState, ControlMode, Heartbeat, I
 from hil.plant import Turntable
 
 TWO_PI = 2.0 * math.pi
+# LOCKSTEP: the shortest wall-time watchdog before the loop's first plant period [s]
+LOCKSTEP_WATCHDOG_FLOOR_S = 0.1
 _Emu = TypeVar("_Emu", bound="ODriveEmulatorBase")
 
 
@@ -77,6 +80,7 @@ class ODriveAxis:
         self.motor_error = 0
         self.steps = 0  # plant periods advanced
         self.ignore_idle = False  # fault injection: IDLE requests are ignored (the axis stays armed)
+        self.stepped_in_closed_loop = False  # a plant period ran since entering CLOSED_LOOP
         self._last_feed_s = -math.inf
 
     # --- host commands ---------------------------------------------------------------------------
@@ -90,6 +94,8 @@ class ODriveAxis:
                 self.state = AxisState.IDLE
         elif requested == AxisState.CLOSED_LOOP_CONTROL:
             if self.error == 0:
+                if self.state != AxisState.CLOSED_LOOP_CONTROL:
+                    self.stepped_in_closed_loop = False
                 self.state = AxisState.CLOSED_LOOP_CONTROL
                 self._last_feed_s = now_s  # the watchdog counts from entering closed loop
         else:
@@ -121,18 +127,18 @@ class ODriveAxis:
         self.error |= int(code)
         self.state = AxisState.IDLE
 
-    def check_watchdog(self, now_s: float) -> bool:
-        """Expire the watchdog if due; True when it expired now."""
+    def check_watchdog(self, now_s: float, floor_s: float = 0.0) -> bool:
+        """Expire the watchdog if due (timeout at least ``floor_s``); True when it expired now."""
         if (self.watchdog_enabled and self.state == AxisState.CLOSED_LOOP_CONTROL
-                and now_s - self._last_feed_s > self.watchdog_timeout_s):
+                and now_s - self._last_feed_s > max(self.watchdog_timeout_s, floor_s)):
             self.fail(AxisError.WATCHDOG_TIMER_EXPIRED)
             return True
         return False
 
-    def watchdog_deadline_s(self) -> float:
+    def watchdog_deadline_s(self, floor_s: float = 0.0) -> float:
         """Wall time at which the watchdog expires; inf when it cannot."""
         if self.watchdog_enabled and self.state == AxisState.CLOSED_LOOP_CONTROL:
-            return self._last_feed_s + self.watchdog_timeout_s
+            return self._last_feed_s + max(self.watchdog_timeout_s, floor_s)
         return math.inf
 
     # --- the plant ---------------------------------------------------------------------------------
@@ -150,6 +156,8 @@ class ODriveAxis:
         """Advance the plant one period ``dt_s`` with the current command held."""
         self.plant.advance(self.current_command_a(), self.dt_s)
         self.steps += 1
+        if self.state == AxisState.CLOSED_LOOP_CONTROL:
+            self.stepped_in_closed_loop = True
 
     def feedback(self) -> AxisFeedback:
         m = self.plant.measure()
@@ -223,10 +231,21 @@ class ODriveEmulatorBase:
         self.stop()
 
     # --- timers (service thread, under the lock) ------------------------------------------------------
+    def _watchdog_on_wall_time(self) -> bool:
+        """REALTIME: always. LOCKSTEP: until the first plant period in closed loop — through
+        enable and a driver's watchdog check the watchdog runs on wall time as on the drive
+        (with at least LOCKSTEP_WATCHDOG_FLOOR_S, so a loaded machine's pause between enable
+        and the first tick does not trip it); once the loop steps the plant, the plant waits
+        for each command and a wall-time watchdog would trip with nothing wrong."""
+        return self.mode is EmuMode.REALTIME or not self.axis.stepped_in_closed_loop
+
+    def _watchdog_floor_s(self) -> float:
+        return LOCKSTEP_WATCHDOG_FLOOR_S if self.mode is EmuMode.LOCKSTEP else 0.0
+
     def _next_event(self) -> float:
         """Wall time of the next timed event: watchdog expiry, REALTIME step, queued send."""
         with self._lock:
-            t = self.axis.watchdog_deadline_s()
+            t = self.axis.watchdog_deadline_s(self._watchdog_floor_s()) if self._watchdog_on_wall_time() else math.inf
             if self.mode is EmuMode.REALTIME:
                 t = min(t, self._next_step)
             if self._queued:
@@ -242,7 +261,8 @@ class ODriveEmulatorBase:
                 axis.step()
                 self._next_step += axis.dt_s
                 self._on_realtime_step()
-        axis.check_watchdog(now)
+        if self._watchdog_on_wall_time():
+            axis.check_watchdog(now, self._watchdog_floor_s())
         self._periodic(now)
         while self._queued and self._queued[0][0] <= now:
             _, _, item = heapq.heappop(self._queued)

@@ -3,6 +3,7 @@ driver against the emulated drive on a virtual bus (node 32, the shared EDS)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import threading
@@ -27,7 +28,7 @@ from drivers.cia402_protocol import (
     drive_step, encode_emcy, encode_statusword, frame_bits_worst_case, from_permille, i32_delta,
     rad_to_counts, to_permille, wrap_i32,
 )
-from drivers.errors import CommunicationError, DriveFaultError, ProtocolError
+from drivers.errors import BackendError, CommunicationError, DriveFaultError, EnableError, ProtocolError
 from hil.emu_cia402 import Cia402Emulator
 
 EDS = Path(__file__).resolve().parents[2] / "shared" / "data" / "cia402-e35.eds"
@@ -223,9 +224,11 @@ def channel() -> str:
 def _settings(channel: str, **overrides) -> Cia402Settings:
     # Generous timeouts: the suite must pass on a loaded two-core machine, and a missed sample
     # costs timeout_s; the fault-path tests do not depend on their size.
+    # The E35 of the shared EDS has no heartbeat consumer (0x1016): with it the tests opt in to
+    # running unprotected, as a user would have to (test_drive_without_consumer_is_refused).
     base = dict(channel=channel, node_id=NODE, timeout_s=TIMEOUT_S, heartbeat_timeout_s=HB_TIMEOUT_S,
                 heartbeat_period_s=0.05, eds_path=str(EDS),
-                counts_per_rev=_config().plant.encoder.counts_per_rev)
+                counts_per_rev=_config().plant.encoder.counts_per_rev, allow_unprotected=True)
     base.update(overrides)
     return Cia402Settings(**base)
 
@@ -439,7 +442,7 @@ def test_built_in_od_realtime_and_the_drive_watching_the_loop(channel):
     cfg = _config()
     clock = SimClock()
     with Cia402Emulator(cfg.plant, channel=channel, node_id=5, mode="realtime") as emu:
-        settings = _settings(channel, node_id=5, eds_path="")
+        settings = _settings(channel, node_id=5, eds_path="", allow_unprotected=False)
         with Cia402Backend(settings, clock) as backend:
             backend.enable()
             for _ in range(20):
@@ -461,3 +464,183 @@ def test_settings_from_config():
     assert s.counts_per_rev == cfg.plant.encoder.counts_per_rev and s.eds_path == ""
     with pytest.raises(ValueError, match="drive.heartbeat_period_s"):
         Cia402Settings(heartbeat_period_s=1.0, heartbeat_timeout_s=0.5)
+
+
+# --- drive-side protection: the heartbeat consumer 0x1016 written and read back ---------------------
+
+
+def test_drive_without_consumer_is_refused_at_enable(emulator, channel, clock):
+    """The E35 (shared EDS) has no 0x1016: open works (a fault reset needs no protection), enable
+    is refused with one line naming the object and the opt-out, and the drive stays disabled."""
+    with Cia402Backend(_settings(channel, allow_unprotected=False), clock) as backend:
+        assert "0x1016" in backend.unprotected and "Object does not exist" in backend.unprotected
+        with pytest.raises(EnableError) as info:
+            backend.enable()
+        message = str(info.value)
+        assert "\n" not in message and "drive.allow_unprotected: true" in message
+        assert not backend.enabled
+        for _ in range(5):
+            _tick(backend, clock)
+        assert emulator.state is not PowerState.OPERATION_ENABLED and emulator.master_heartbeats == 0
+
+
+def test_opt_out_enables_with_a_warning_at_every_enable(emulator, channel, clock, caplog):
+    with Cia402Backend(_settings(channel, allow_unprotected=True), clock) as backend:
+        for _ in range(2):
+            backend.enable()
+            assert emulator.state is PowerState.OPERATION_ENABLED
+            backend.disable()
+    warnings = [r for r in caplog.records if "UNPROTECTED" in r.getMessage()]
+    assert len(warnings) == 2 and all(r.levelname == "WARNING" for r in warnings)
+
+
+@pytest.mark.parametrize("mode, reason", [
+    ("refused", "refused the heartbeat consumer"),
+    ("ignored", "reads back 0x00000000 after writing 0x007F0258"),
+])
+def test_consumer_refused_or_not_stored_is_refused(channel, clock, mode, reason):
+    """Built-in dictionary (it has 0x1016), but the drive aborts the write, or acknowledges it
+    and stores nothing: the read-back tells, and enable is refused."""
+    with Cia402Emulator(_config().plant, channel=channel, node_id=5, heartbeat_consumer=mode) as emu:
+        with Cia402Backend(_settings(channel, node_id=5, eds_path="", allow_unprotected=False),
+                           clock) as backend:
+            assert reason in backend.unprotected
+            with pytest.raises(EnableError, match="dead loop; refused"):
+                backend.enable()
+            assert emu.state is not PowerState.OPERATION_ENABLED
+
+
+def test_consumer_confirmed_by_read_back(channel, clock):
+    with Cia402Emulator(_config().plant, channel=channel, node_id=5) as emu:
+        with Cia402Backend(_settings(channel, node_id=5, eds_path="", allow_unprotected=False),
+                           clock) as backend:
+            assert backend.unprotected == ""
+            assert emu.node.sdo.upload(0x1016, 1) == (127 << 16 | round(HB_TIMEOUT_S * 1000)).to_bytes(4, "little")
+            backend.enable()
+            _tick(backend, clock)
+            assert emu.state is PowerState.OPERATION_ENABLED and emu.master_heartbeats >= 1
+
+
+def test_receive_thread_survives_any_frame_on_the_drivers_ids(backend, emulator, clock, channel):
+    """Error frames (not bus-off), remote frames, zero-length and 8-byte garbage frames on every
+    COB-ID the driver listens to (TPDO1-4, EMCY, heartbeat, SDO response): the receive thread lives
+    on, the garbage is not taken for a sample, the loop keeps running and close() works."""
+    backend.open()
+    backend.enable()
+    ids = CobIds(NODE)
+    garbage = bytes([0xFF, 0x00, 0xA5, 0x5A, 0xFF, 0xFF, 0x80, 0x7F])
+    with can.Bus(interface="virtual", channel=channel) as bus:
+        for error_class in (CAN_ERR_PROT, CAN_ERR_CRTL, 0x1FFFFFFF & ~CAN_ERR_BUSOFF):
+            bus.send(can.Message(arbitration_id=error_class, is_error_frame=True, data=garbage))
+        for cob_id in (*[ids.tpdo(n) for n in range(1, 5)], ids.heartbeat, ids.sdo_tx, ids.emcy):
+            bus.send(can.Message(arbitration_id=cob_id, is_remote_frame=True, dlc=8, is_extended_id=False))
+            bus.send(can.Message(arbitration_id=cob_id, data=b"", is_extended_id=False))
+            if cob_id != ids.emcy:  # 8 bytes on the EMCY id are an emergency, not garbage
+                bus.send(can.Message(arbitration_id=cob_id, data=garbage, is_extended_id=False))
+        bus.send(can.Message(arbitration_id=ids.emcy, data=b"\x10\x23", is_extended_id=False))  # short
+        assert backend.wait_heartbeat(2.0, state=0x05)  # a real one after the garbage: all filed
+    assert backend.receive_thread_error is None
+    seq = backend.read().sequence
+    for _ in range(20):
+        fb = _tick(backend, clock, 0.0)
+    assert fb.state is DriveState.ENABLED and fb.sequence > seq
+    assert backend.error_frames == 3 and backend.late_frames >= 4  # TPDO1/2: empty and garbage
+    backend.close()
+    assert emulator.state is not PowerState.OPERATION_ENABLED
+
+
+# --- PDO mapping: configurable, checked against the EDS and read back from the drive ----------------
+
+
+@pytest.mark.parametrize("tpdo, rpdo, message", [
+    ([["position_actual", "statusword"], ["bogus"]], None, r"^drive.tpdo\[1\]\[0\]: unknown object 'bogus'"),
+    ([["position_actual", "statusword", "current_actual", "torque_actual"]], None,
+     r"^drive.tpdo\[0\]: 10 bytes exceed the 8 of a CAN frame"),
+    ([["statusword"]], None, r"^drive.tpdo: position_actual \(0x6064\) must be mapped"),
+    (None, [["target_torque", "controlword", "statusword"]], r"^drive.rpdo\[0\]\[2\]: statusword .* belongs in tpdo"),
+    ([["position_actual", "statusword"], ["0x6041"]], None, r"^drive.tpdo\[1\]\[0\]: statusword is mapped twice"),
+    ([["position_actual", "statusword"]] * 5, None, r"^drive.tpdo: 1 to 4 PDOs, got 5"),
+])
+def test_pdo_mapping_config_errors_name_the_entry(tpdo, rpdo, message):
+    from controller.config import config_from_mapping
+    from controller.schema import ConfigError, load_yaml
+
+    data = load_yaml(configs.path("turntable"))
+    data["drive"].update({k: v for k, v in (("tpdo", tpdo), ("rpdo", rpdo)) if v is not None})
+    with pytest.raises(ConfigError, match=message):
+        config_from_mapping(data)
+
+
+def test_pdo_mapping_by_index_is_the_same_mapping():
+    from drivers.cia402_pdo import PdoMapping
+
+    by_name = PdoMapping((("position_actual", "statusword"), ("current_actual", "torque_actual")))
+    by_index = PdoMapping((("0x6064", "0x6041:00"), ("0x6078", "0x6077:0")))
+    assert [p.mapping_entries for p in by_name.tpdos] == [p.mapping_entries for p in by_index.tpdos]
+
+
+def test_pdo_mapping_checked_against_the_eds(eds, tmp_path):
+    """An EDS whose torque actual 0x6077 is not PDO-mappable: the config is refused before any
+    bus is opened, naming the entry of drive.tpdo."""
+    from controller.schema import ConfigError
+
+    text = eds.read_text(encoding="latin-1")
+    at = text.index("[6077]")
+    end = text.index("PDOMapping=0x1", at)
+    bad = tmp_path / "e35-no-6077-pdo.eds"
+    bad.write_text(text[:end] + "PDOMapping=0x0" + text[end + len("PDOMapping=0x1"):], encoding="latin-1")
+    cfg = _config()
+    drive = dataclasses.replace(cfg.drive, protocol="cia402", node_id=NODE, eds_path=str(bad))
+    with pytest.raises(ConfigError, match=r"^drive.tpdo\[1\]\[1\]: torque_actual 0x6077:00 is not "
+                                          r"PDO-mappable in the EDS"):
+        Cia402Backend.from_config(dataclasses.replace(cfg, drive=drive), SimClock())
+    drive = dataclasses.replace(drive, eds_path=str(eds))
+    Cia402Backend.from_config(dataclasses.replace(cfg, drive=drive), SimClock())  # the real one fits
+
+
+def test_a_configured_mapping_runs_end_to_end(channel, clock):
+    """One TPDO (position, statusword, torque) and an RPDO in another order with the mode in
+    it: the drive is configured so, reads it back, and the loop runs on it."""
+    tpdo = (("position_actual", "statusword", "torque_actual"),)
+    rpdo = (("controlword", "modes_of_operation", "target_torque"),)
+    with Cia402Emulator(_config().plant, channel=channel, node_id=5, rated_current_a=RATED_CURRENT_A,
+                        rated_torque_nm=RATED_TORQUE_NM) as emu:
+        settings = _settings(channel, node_id=5, eds_path="", allow_unprotected=False, tpdo=tpdo, rpdo=rpdo)
+        with Cia402Backend(settings, clock) as backend:
+            assert emu.node.sdo.upload(0x1A00, 3) == (0x60770010).to_bytes(4, "little")
+            # SYNC 55, TPDO1 of 8 bytes 135, RPDO1 of 5 bytes 105 bits (worst-case stuffing)
+            assert backend.max_rate_hz() == pytest.approx(1e6 / (55 + 135 + 105))
+            backend.enable()
+            for _ in range(50):
+                fb = _tick(backend, clock, 0.6)
+            assert fb.state is DriveState.ENABLED and math.isnan(fb.current_a)
+            assert fb.torque_nm == pytest.approx(0.6, abs=0.01)  # the drive's torque, mapped
+            assert emu.target_torque_permille == round(0.6 / RATED_TORQUE_NM * 1000)
+            assert emu.plant.theta_rad > 0
+
+
+def test_a_drive_that_keeps_its_own_mapping_is_refused(channel, clock):
+    with Cia402Emulator(_config().plant, channel=channel, node_id=5,
+                        fixed_pdo_mapping={0x1A01: (0x60770010, 0x60780010)}):
+        backend = Cia402Backend(_settings(channel, node_id=5, eds_path=""), clock)
+        with pytest.raises(BackendError) as info:
+            backend.open()
+        assert str(info.value) == ("cia402 node 5: PDO mapping not as configured: TPDO2 entry 1 reads "
+                                   "back 0x60770010 (0x6077:00, 16 bits), configured 0x60780010 "
+                                   "(current_actual)")
+        assert not backend.is_open
+
+
+def test_lockstep_drive_faults_when_the_master_stops_entirely(channel, clock):
+    """Lockstep: the plant waits for SYNC, but the heartbeat consumer runs on the drive's own
+    clock: a master that stops sending anything (no SYNC, no heartbeat) faults the drive."""
+    with Cia402Emulator(_config().plant, channel=channel, node_id=5) as emu:
+        with Cia402Backend(_settings(channel, node_id=5, eds_path="", allow_unprotected=False),
+                           clock) as backend:
+            backend.enable()
+            for _ in range(10):
+                _tick(backend, clock, 0.3)
+            assert emu.state is PowerState.OPERATION_ENABLED and emu.master_heartbeats >= 1
+            syncs = emu.sync_count
+            assert emu.wait_until(lambda e: e.state.is_fault, 3 * HB_TIMEOUT_S)  # nothing sent
+            assert emu.sync_count == syncs and emu.error_register != 0

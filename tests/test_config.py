@@ -315,3 +315,30 @@ def test_cli_unknown_key_and_missing_file(base, tmp_path):
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("frictionctl: error: ")
     assert "Traceback" not in result.stderr
+
+
+def test_every_drive_key_is_documented_in_the_readme_with_its_default():
+    """The configuration reference's drive.* table has one row per DriveConfig field, and the
+    default it states is the schema's."""
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from controller.config import DriveConfig
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("`drive.*` (`controller/config.py`"):]
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \| ([^|]+) \|", section, re.M)}
+    fields = {f.name: f.default for f in dataclasses.fields(DriveConfig)}
+    assert set(fields) <= set(rows), f"undocumented: {sorted(set(fields) - set(rows))}"
+    for name, default in fields.items():
+        stated = rows[name].strip()
+        if isinstance(default, bool):
+            assert stated == str(default).lower(), name
+        elif isinstance(default, (int, float)):
+            assert float(stated) == default, name
+        elif isinstance(default, str):
+            assert stated == f"`{default}`" if default else stated == '`""`', name
+        else:  # the PDO lists
+            listed = [[e.strip() for e in pdo.split(",")] for pdo in re.findall(r"\[([^\[\]]+)\]", stated)]
+            assert listed == [list(p) for p in default], name

@@ -29,7 +29,7 @@ DRIVE_FAULT_CODE = {"cia402": 0x2310, "odrive_can": 0x40, "odrive_ascii": 0x40}
 def contract_config(name: str):
     cfg = reference_config()
     drive = dataclasses.replace(cfg.drive, timeout_s=0.05, heartbeat_timeout_s=2.0,
-                                heartbeat_period_s=0.05, watchdog_timeout_s=float("inf"))
+                                heartbeat_period_s=0.05, watchdog_timeout_s=0.05)
     safety = dataclasses.replace(cfg.safety, stale_ticks=5)
     loop = cfg.loop
     if name == "odrive_ascii":

@@ -36,6 +36,8 @@ from .odrive_helpers import (DT, check_idle_after_close_and_after_exception, che
 
 # --- fixtures: nothing may outlive a test --------------------------------------------------------
 
+WATCHDOG_S = 0.05  # the watchdog the driver writes and reads back, unless a test says otherwise
+
 
 @pytest.fixture(autouse=True)
 def no_leaks():
@@ -65,6 +67,7 @@ def make_emu(cfg: Config):
 def make_backend(cfg: Config):
     def build(emu: ODriveAsciiEmulator, clock=None, **kw) -> ODriveAsciiBackend:
         kw.setdefault("timeout_s", 0.05)
+        kw.setdefault("watchdog_timeout_s", WATCHDOG_S)
         return ODriveAsciiBackend(clock or SimClock(), port=emu.port_name, **kw)
 
     yield from made_by(build, ODriveAsciiBackend.close)
@@ -311,7 +314,7 @@ def test_axis_error_is_a_fault_with_text(make_emu, make_backend) -> None:
 
 
 def test_drive_watchdog_expires_when_the_driver_stops_sending(make_emu, make_backend) -> None:
-    emu = make_emu()
+    emu = make_emu(mode=EmuMode.REALTIME)  # in lockstep the watchdog waits with the plant
     clock = SimClock()
     backend = make_backend(emu, clock, watchdog_timeout_s=0.05, status_every_ticks=1)
     with backend:
@@ -320,12 +323,17 @@ def test_drive_watchdog_expires_when_the_driver_stops_sending(make_emu, make_bac
         assert fb.state == DriveState.FAULT and "WATCHDOG_TIMER_EXPIRED" in fb.fault_text
 
 
-def test_no_drive_refuses_enable() -> None:
+def test_no_drive_is_refused_at_open() -> None:
+    """First contact: open asks the firmware version; nobody answers within state_timeout_s."""
+    from drivers.errors import CommunicationError
+
     master, slave = os.openpty()  # a port nobody answers on
     try:
-        with ODriveAsciiBackend(SimClock(), port=os.ttyname(slave), timeout_s=0.01) as backend:
-            with pytest.raises(EnableError, match="no reply to 'r axis0.error'"):
-                backend.enable(timeout_s=0.1)
+        backend = ODriveAsciiBackend(SimClock(), port=os.ttyname(slave), timeout_s=0.01,
+                                     state_timeout_s=0.1)
+        with pytest.raises(CommunicationError, match="no reply to 'r fw_version_major'"):
+            backend.open()
+        assert not backend.is_open
     finally:
         os.close(master)
         os.close(slave)
@@ -372,3 +380,110 @@ def test_paced_link_is_no_faster_than_the_wire(make_emu, make_backend) -> None:
     wire_s = 80 * 10 / 115200  # this tick's actual bytes (narrower numbers than the worst case)
     assert tick_s >= 0.9 * wire_s
     assert 1.0 / tick_s < 1000.0
+
+
+# --- drive-side protection, confirmed disable, firmware version -------------------------------------
+
+
+def test_watchdog_written_and_read_back(make_emu, make_backend) -> None:
+    emu = make_emu()
+    with make_backend(emu, watchdog_timeout_s=0.0537) as backend:
+        backend.enable()
+        assert backend.unprotected == ""
+        assert emu.axis.watchdog_enabled and emu.axis.watchdog_timeout_s == pytest.approx(0.0537)
+
+
+@pytest.mark.parametrize("mode, reason", [
+    ("refused", r"could not be configured and read back .*refused the request: invalid property"),
+    ("ignored", r"axis0.config.enable_watchdog reads back 0"),
+])
+def test_watchdog_refused_or_not_stored_refuses_enable(make_emu, make_backend, mode, reason) -> None:
+    emu = make_emu(watchdog_config=mode)
+    with make_backend(emu) as backend:
+        with pytest.raises(EnableError, match=reason) as info:
+            backend.enable()
+        assert "drive.allow_unprotected: true" in str(info.value) and "\n" not in str(info.value)
+        assert emu.axis_state == AxisState.IDLE and not backend.enabled
+
+
+def test_watchdog_left_to_the_drive_must_read_back_enabled(make_emu, make_backend) -> None:
+    """drive.watchdog_timeout_s .inf: the driver writes nothing, but still reads back."""
+    with make_backend(make_emu(watchdog_timeout_s=0.2), watchdog_timeout_s=math.inf) as backend:
+        backend.enable()  # the drive's own setting is on
+        assert backend.unprotected == ""
+    with make_backend(make_emu(), watchdog_timeout_s=math.inf) as backend:
+        with pytest.raises(EnableError, match=r"reads back 0 and drive.watchdog_timeout_s is \.inf"):
+            backend.enable()
+
+
+def test_opt_out_runs_unprotected_with_a_warning_each_enable(make_emu, make_backend, caplog) -> None:
+    emu = make_emu(watchdog_config="refused")
+    clock = SimClock()
+    with make_backend(emu, clock, allow_unprotected=True) as backend:
+        for _ in range(2):
+            backend.enable()
+            samples = pd_ticks(backend, clock, 5, 0.0)  # no refusal line is taken for a reply
+            assert all(s.state == DriveState.ENABLED for s in samples)
+            backend.disable()
+    assert sum("UNPROTECTED" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_disable_is_confirmed_by_current_state(make_emu, make_backend) -> None:
+    emu = make_emu()
+    with make_backend(emu) as backend:
+        backend.enable()
+        backend.disable()  # returns once the drive has reported IDLE
+        assert emu.axis_state == AxisState.IDLE and not backend.enabled
+
+
+def test_disable_on_an_unplugged_port_is_not_confirmed(make_emu, make_backend) -> None:
+    from drivers.errors import CommunicationError
+
+    emu = make_emu()
+    backend = make_backend(emu, state_timeout_s=0.1)
+    backend.open()
+    backend.enable()
+    emu.close_port()
+    with pytest.raises(CommunicationError):
+        backend.disable()
+    assert backend.enabled  # never reported disabled without the drive saying so
+    backend.close()
+
+
+@pytest.mark.parametrize("version, accepted", [((0, 5, 1), True), ((0, 6, 3), False), ((0, 4, 12), False)])
+def test_firmware_version_read_at_open(make_emu, make_backend, version, accepted) -> None:
+    emu = make_emu(firmware=version)
+    backend = make_backend(emu)
+    if accepted:
+        with backend:
+            assert (backend.firmware.major, backend.firmware.minor, backend.firmware.revision) == version
+        return
+    with pytest.raises(BackendError) as info:
+        backend.open()
+    text = str(info.value)
+    assert f"firmware {'.'.join(map(str, version))}: this driver speaks the ASCII protocol of " \
+           f"firmware 0.5.x" in text and "\n" not in text
+    assert not backend.is_open
+
+
+def test_run_refuses_a_foreign_firmware_in_one_line(ref_cfg, tmp_path, capsys, make_emu) -> None:
+    """``frictionctl run`` against a drive with firmware 0.6: the first contact reads the
+    version and refuses it — one line, exit 2, nothing written."""
+    import yaml
+
+    from controller import cli
+    from controller.schema import to_plain
+
+    emu = make_emu(firmware=(0, 6, 3))
+    cfg = dataclasses.replace(ref_cfg, loop=dataclasses.replace(ref_cfg.loop, rate_hz=200.0),
+                              drive=dataclasses.replace(ref_cfg.drive, protocol="odrive_ascii",
+                                                        port=emu.port_name, baudrate=2000000,
+                                                        watchdog_timeout_s=0.05))
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(to_plain(cfg)))
+    out = tmp_path / "out"
+    rc = cli.main(["run", "--config", str(path), "--scenario", "creep", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert "drive refused at first contact: odrive_ascii" in err[0] and "firmware 0.6.3" in err[0]
+    assert not out.exists() and emu.axis_state == AxisState.IDLE

@@ -39,6 +39,7 @@ from .odrive_helpers import (DT, check_idle_after_close_and_after_exception, che
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DBC = DATA / "odrive-cansimple-0.5.6.dbc"
 NODE = 3
+WATCHDOG_S = 0.05  # the emulated drive's watchdog and the config's, unless a test says otherwise
 
 
 # --- fixtures: nothing may outlive a test --------------------------------------------------------
@@ -66,7 +67,7 @@ def channel() -> str:
 def cfg(ref_cfg: Config, channel: str) -> Config:
     drive = dataclasses.replace(ref_cfg.drive, protocol="odrive_can", interface="virtual",
                                 channel=channel, node_id=NODE, timeout_s=0.05,
-                                heartbeat_timeout_s=0.15, watchdog_timeout_s=math.inf)
+                                heartbeat_timeout_s=0.15, watchdog_timeout_s=WATCHDOG_S)
     return dataclasses.replace(ref_cfg, drive=drive)
 
 
@@ -75,6 +76,7 @@ def make_emu(cfg: Config, channel: str):
     def build(**kw) -> ODriveCanEmulator:
         kw.setdefault("heartbeat_period_s", 0.01)
         kw.setdefault("dt_s", DT)
+        kw.setdefault("watchdog_timeout_s", WATCHDOG_S)
         return ODriveCanEmulator(cfg.plant, channel=channel, node_id=NODE, seed=1, **kw).start()
 
     yield from made_by(build, ODriveCanEmulator.stop)
@@ -267,7 +269,7 @@ def test_closed_loop_end_to_end(make_emu, make_backend) -> None:
 def test_lockstep_is_deterministic(cfg, channel) -> None:
     def run() -> list[float]:
         with ODriveCanEmulator(cfg.plant, channel=channel, node_id=NODE, seed=7,
-                               heartbeat_period_s=0.01):
+                               heartbeat_period_s=0.01, watchdog_timeout_s=WATCHDOG_S):
             clock = SimClock()
             with ODriveCanBackend.from_config(cfg, clock) as backend:
                 backend.enable()
@@ -280,7 +282,7 @@ def test_cyclic_feedback_without_requests(make_emu, cfg) -> None:
     emu = make_emu(cyclic_feedback=True)
     clock = SimClock()
     with ODriveCanBackend(clock, node_id=NODE, interface="virtual", channel=cfg.drive.channel,
-                          timeout_s=0.05, cyclic_feedback=True) as backend:
+                          timeout_s=0.05, cyclic_feedback=True, watchdog_timeout_s=WATCHDOG_S) as backend:
         backend.enable()
         samples = pd_ticks(backend, clock, 100, 0.005)
     assert emu.requests_answered == 0
@@ -371,7 +373,7 @@ def test_heartbeat_lost_is_a_fault(make_emu, make_backend) -> None:
 
 
 def test_drive_watchdog_expires_when_the_driver_stops_sending(make_emu, make_backend) -> None:
-    emu = make_emu(watchdog_timeout_s=0.05)
+    emu = make_emu(watchdog_timeout_s=0.05, mode=EmuMode.REALTIME)
     clock = SimClock()
     backend = make_backend(clock, watchdog_timeout_s=0.05)
     with backend:
@@ -437,7 +439,7 @@ def test_data_frame_requests_work_end_to_end(make_emu, cfg) -> None:
     make_emu()
     clock = SimClock()
     with ODriveCanBackend(clock, node_id=NODE, interface="virtual", channel=cfg.drive.channel,
-                          timeout_s=0.05, rtr_requests=False) as backend:
+                          timeout_s=0.05, rtr_requests=False, watchdog_timeout_s=WATCHDOG_S) as backend:
         backend.enable()
         assert backend.read().sequence == 1
 
@@ -481,3 +483,142 @@ def test_hil_emulated_drive_watchdog_idles_a_silent_controller(ref_cfg) -> None:
         assert axis.state == AxisState.IDLE
         assert axis.heartbeat().axis_error != 0  # WATCHDOG_TIMER_EXPIRED
         assert axis.current_command_a() == 0.0
+
+
+# --- drive-side protection, confirmed disable, firmware version, any frame -------------------------
+
+
+def test_watchdog_check_confirms_the_drive_watchdog(make_emu, make_backend) -> None:
+    """CAN Simple 0.5.6 cannot read the watchdog config: enable checks it by going silent in
+    CLOSED_LOOP at zero torque until a heartbeat reports WATCHDOG_TIMER_EXPIRED, clears it, and
+    only then enables for the loop."""
+    emu = make_emu()
+    backend = make_backend()
+    with backend:
+        backend.enable()
+        assert WATCHDOG_S <= backend.watchdog_confirmed_s < WATCHDOG_S + 0.5
+        assert backend.unprotected == "" and emu.axis_error == 0
+        assert emu.axis_state == AxisState.CLOSED_LOOP_CONTROL and emu.axis.input_torque_nm == 0.0
+        assert backend.read().state == DriveState.ENABLED
+
+
+def test_drive_without_watchdog_is_refused(make_emu, make_backend) -> None:
+    emu = make_emu(watchdog_timeout_s=None)  # enable_watchdog False, the firmware default
+    backend = make_backend()
+    with backend:
+        with pytest.raises(EnableError) as info:
+            backend.enable()
+        message = str(info.value)
+        assert "did not expire within" in message and "drive.allow_unprotected: true" in message
+        assert "\n" not in message and not backend.enabled
+        assert emu.axis_state == AxisState.IDLE  # the check put it back, confirmed
+        with pytest.raises(EnableError, match="did not expire"):  # still refused, no new check
+            backend.enable()
+
+
+def test_opt_out_enables_unprotected_with_a_warning_each_time(make_emu, make_backend, caplog) -> None:
+    emu = make_emu(watchdog_timeout_s=None)
+    backend = make_backend(allow_unprotected=True)
+    with backend:
+        for _ in range(2):
+            backend.enable()
+            assert emu.axis_state == AxisState.CLOSED_LOOP_CONTROL
+            backend.disable()
+    assert sum("UNPROTECTED" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_watchdog_inf_in_the_config_is_unprotected(make_emu, make_backend) -> None:
+    make_emu()
+    with make_backend(watchdog_timeout_s=math.inf) as backend:
+        with pytest.raises(EnableError, match=r"watchdog_timeout_s is \.inf"):
+            backend.enable()
+
+
+def test_disable_waits_for_the_heartbeat_to_report_idle(make_emu, make_backend) -> None:
+    emu = make_emu(heartbeat_period_s=0.05)
+    backend = make_backend(heartbeat_timeout_s=0.3)
+    with backend:
+        backend.enable()
+        seq = backend._heartbeat_seq
+        backend.disable()
+        assert not backend.enabled
+        assert backend._heartbeat_seq > seq and backend.last_heartbeat.axis_state == AxisState.IDLE
+        assert emu.axis_state == AxisState.IDLE
+
+
+def test_disable_without_a_heartbeat_is_not_confirmed(make_emu, make_backend) -> None:
+    """The drive stops reporting: IDLE is sent, but nothing confirms it, so the backend says so
+    (``enabled`` stays True, the loop logs the drive as not confirmed disabled)."""
+    from drivers.errors import CommunicationError
+
+    emu = make_emu()
+    backend = make_backend(state_timeout_s=0.1)
+    with backend:
+        backend.enable()
+        emu.heartbeat_period_s = None  # no heartbeat from here on
+        t0 = time.monotonic()
+        with pytest.raises(CommunicationError, match=r"disable not confirmed within 0.1 s"):
+            backend.disable()
+        assert time.monotonic() - t0 >= 0.1
+        assert backend.enabled
+        assert emu.wait_for(lambda e: e.axis_state == AxisState.IDLE, 1.0)  # it did go IDLE
+        emu.heartbeat_period_s = 0.01
+        backend.disable()
+        assert not backend.enabled
+
+
+@pytest.mark.parametrize("version, accepted", [((0, 5, 6), True), ((0, 6, 10), False), ((0, 4, 12), False)])
+def test_firmware_version_read_and_checked(make_emu, make_backend, version, accepted) -> None:
+    from drivers.odrive_codec import FirmwareVersion
+
+    fw = FirmwareVersion(*version, hardware=(3, 6, 56))
+    make_emu(firmware=fw)
+    with make_backend() as backend:
+        if accepted:
+            backend.enable()
+            assert backend.firmware == fw
+        else:
+            with pytest.raises(EnableError) as info:
+                backend.enable()
+            text = str(info.value)
+            assert f"firmware {'.'.join(map(str, version))} (hardware 3.6-56)" in text and "\n" not in text
+            assert backend.read().state == DriveState.FAULT
+
+
+def test_firmware_0_5_6_has_no_get_version(make_emu, make_backend) -> None:
+    make_emu()
+    with make_backend() as backend:
+        backend.enable()
+        assert backend.firmware is None
+
+
+def test_any_frame_on_the_nodes_ids_is_survived(make_emu, make_backend, channel) -> None:
+    """Error frames (not bus-off), RTR and zero-length frames on every command id, 8-byte
+    garbage on every drive→host id: nothing raises, nothing is taken for a sample, the loop
+    runs on once a real heartbeat has followed."""
+    emu = make_emu()
+    clock = SimClock()
+    backend = make_backend(clock)
+    garbage = bytes([0xFF, 0xFF, 0xFF, 0x7F, 0xEE, 0x80, 0x01, 0xFF])
+    skip = {Cmd.ESTOP, 0x16, Cmd.CLEAR_ERRORS}  # DLC-0 commands: an empty frame is the command
+    drive_to_host = {Cmd.GET_VERSION, Cmd.HEARTBEAT, Cmd.GET_MOTOR_ERROR, 0x04, 0x05, Cmd.GET_ENCODER_ESTIMATES,
+                     0x0A, Cmd.GET_IQ, 0x15, Cmd.GET_BUS_VOLTAGE_CURRENT, 0x1C}
+    with backend:
+        backend.enable()
+        pd_ticks(backend, clock, 5, 0.0)
+        with can.Bus(interface="virtual", channel=channel) as bus:
+            for error_class in (0x001, 0x004, 0x008, 0x010, 0x020):
+                bus.send(can.Message(arbitration_id=error_class, is_error_frame=True, data=garbage))
+            for cmd in range(32):
+                arb = arbitration_id(NODE, cmd)
+                if cmd not in skip:
+                    bus.send(can.Message(arbitration_id=arb, is_remote_frame=True, dlc=8, is_extended_id=False))
+                    bus.send(can.Message(arbitration_id=arb, data=b"", is_extended_id=False))
+                if cmd in drive_to_host:
+                    bus.send(can.Message(arbitration_id=arb, data=garbage, is_extended_id=False))
+        emu.send_heartbeat()  # a real one after the garbage
+        samples = pd_ticks(backend, clock, 20, 0.0)
+        assert all(s.state == DriveState.ENABLED for s in samples), samples[-1].fault_text
+        assert all(math.isfinite(s.position_rad) and math.isfinite(s.current_a) for s in samples)
+        assert backend.error_frames == 5 and backend.rejected_frames >= 2
+    assert emu.axis_state == AxisState.IDLE

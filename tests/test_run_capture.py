@@ -32,9 +32,10 @@ def test_can_capture_has_both_directions_and_replays(ref_cfg, tmp_path):
 
     channel = f"frictionctl-test-{uuid.uuid4().hex[:8]}"
     cfg = write_config(ref_cfg, tmp_path / "c.yaml", protocol="odrive_can", interface="virtual",
-                       channel=channel, node_id=0)
+                       channel=channel, node_id=0, watchdog_timeout_s=0.05)
     emu = ODriveCanEmulator(cfg.plant, channel=channel, node_id=0, seed=1, mode=EmuMode.REALTIME,
-                            dt_s=cfg.loop.dt_s, cyclic_feedback=cfg.drive.cyclic_feedback)
+                            dt_s=cfg.loop.dt_s, cyclic_feedback=cfg.drive.cyclic_feedback,
+                            watchdog_timeout_s=0.05)  # the driver checks it at enable
     emu.start()
     try:
         rc = cli.main(["run", "--config", str(tmp_path / "c.yaml"), "--scenario", "creep",
@@ -62,7 +63,7 @@ def test_serial_capture_is_readable_text(ref_cfg, tmp_path):
     emu.start()
     try:
         write_config(ref_cfg, tmp_path / "s.yaml", protocol="odrive_ascii", port=emu.port_name,
-                     baudrate=2000000, watchdog_timeout_s=float("inf"))
+                     baudrate=2000000, watchdog_timeout_s=0.05)
         rc = cli.main(["run", "--config", str(tmp_path / "s.yaml"), "--scenario", "creep",
                        "--duration", "0.3", "--out", str(tmp_path / "out"),
                        "--capture", str(tmp_path / "link.txt")])
@@ -78,6 +79,7 @@ def test_serial_capture_is_readable_text(ref_cfg, tmp_path):
     # a loaded machine may fault the run early (rc 1): the counts follow the logged ticks
     assert to_drive.count(b"c 0 ") >= len(log) // 2 > 5  # a torque command per tick
     assert from_drive.count(b"\n") >= len(log) // 2  # the drive's replies
+    assert log.header["drive_firmware"] == "0.5.6"  # read at first contact, in the run header
     times = [t for t, _, _ in parsed]
     assert times == sorted(times)
     assert any(line.split(" ", 2)[2].startswith("c 0 ") for line in lines)  # reads as itself
