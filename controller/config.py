@@ -284,7 +284,7 @@ def check_torque_constant(Kt: float, axis: AxisUnits | None, name: str = "Kt") -
 
 @dataclass(frozen=True)
 class LoggingConfig:
-    chunk_s: float = 0.1  # the writer flushes this much at a time [s]
+    chunk_s: float = 0.05  # the writer flushes this much at a time, polling every chunk_s/2 [s]
     buffer_s: float = 2.0  # ring of ticks between loop and writer [s]; full => fault
 
     def __post_init__(self) -> None:

@@ -6,7 +6,7 @@ the ring every ``poll_s`` and writes the complete chunks with one ``write()`` sy
 A row is either in the ring, on disk, or refused with an exception; it is never dropped silently.
 After SIGKILL everything the writer thread had written survives (it is in the kernel), so at most
 the rows not yet written are lost: the current partial chunk plus up to one writer poll,
-about ``chunk_rows`` ticks + ``poll_s`` (0.15 s with the defaults at 1 kHz). A power loss can
+about ``chunk_rows`` ticks + ``poll_s`` (0.075 s as the runner sets them: 0.05 s chunks polled every 0.025 s). A power loss can
 lose more unless ``fsync=True``.
 
 File format (version 1; all integers little-endian; CRC-32 is ``zlib.crc32``)::

@@ -184,6 +184,8 @@ def run_session(cfg: Config, s: Session, out_dir: Path, *, plot: bool = True,
     # suffer). On the real clock the loop never waits: a full ring is a fault.
     writer = RunLogWriter(log_path, COLUMN_NAMES, _header(cfg, s, compensator),
                           chunk_rows=chunk_rows, capacity_rows=capacity, units=units,
+                          # a SIGKILL loses the unwritten rows: ≤ one chunk + one poll
+                          poll_s=cfg.logging.chunk_s / 2.0,
                           wait_when_full_s=math.inf if s.clock.simulated else 0.0)
     loop = ControlLoop(cfg, s.backend, s.clock, s.reference, s.duration_s,
                        compensator=compensator, log_sink=writer, progress=progress,
