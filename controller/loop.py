@@ -210,7 +210,7 @@ class ControlLoop:
         stop = self._stop  # the stop plan (category, deceleration reference, end)
         stop_reason = "completed"
         k = 0
-        last_start = NAN
+        last_sample_t = NAN  # time of the last feedback sample
         missed = 0  # deadlines skipped in this run
         while True:
             deadline = t0 + k * dt
@@ -226,9 +226,6 @@ class ControlLoop:
                 deadline = t0 + k * dt
             self._k = k
             late_us = (start - deadline) * 1e6 if real else 0.0
-            # the velocity estimate takes the time that really passed since the last sample
-            dt_vel = start - last_start if real and last_start == last_start else dt
-            last_start = start
             t_ref = k * dt
             if stopping_at < 0:
                 if k >= n_run or law.done:
@@ -246,6 +243,13 @@ class ControlLoop:
             c0 = perf()  # controller compute: from here to just before the write
             if fb is not None:
                 pos = fb.position_rad - pos0
+                # on the real clock the velocity estimate takes the time between the samples
+                # (the drive's sample times: a late tick followed by an early one is not a
+                # velocity spike); the nominal period in lockstep and for a repeated sample
+                t_sample = fb.t_s
+                dt_vel = t_sample - last_sample_t if real and t_sample > last_sample_t else dt
+                if t_sample == t_sample:
+                    last_sample_t = t_sample
                 vel = velocity.step(pos, fb.velocity_rad_s, dt_vel)
             else:
                 pos = vel = NAN

@@ -248,6 +248,9 @@ def run_case(base: Config, case: Case, out: Path, seed: int = 1) -> Row:
             drive_enabled = emulator_enabled(rig.emulator, SETTLE_S)
             emulator: Any = rig.emulator
             coast = emulator.coast(coast_periods)
+            # the drive left to itself: its own protection may end it (an ODrive watchdog no
+            # host feeds any more counts the coast, which is the only time that passes here)
+            drive_enabled = drive_enabled and emulator_enabled(rig.emulator, 0.0)
             cfg = rig.cfg
     record_injected(out, summary, trigger)
     injected = trigger.fired[0][0] if trigger.fired else None

@@ -129,8 +129,13 @@ class ODriveAxis:
 
     def check_watchdog(self, now_s: float, floor_s: float = 0.0) -> bool:
         """Expire the watchdog if due (timeout at least ``floor_s``); True when it expired now."""
+        return self.expire_if_starved(now_s - self._last_feed_s, floor_s)
+
+    def expire_if_starved(self, starved_s: float, floor_s: float = 0.0) -> bool:
+        """Expire the watchdog when nothing fed it for ``starved_s`` (timeout at least
+        ``floor_s``); True when it expired now."""
         if (self.watchdog_enabled and self.state == AxisState.CLOSED_LOOP_CONTROL
-                and now_s - self._last_feed_s > max(self.watchdog_timeout_s, floor_s)):
+                and starved_s > max(self.watchdog_timeout_s, floor_s)):
             self.fail(AxisError.WATCHDOG_TIMER_EXPIRED)
             return True
         return False
@@ -331,8 +336,12 @@ class ODriveEmulatorBase:
         peak |speed| on the way) [rad/s]."""
         with self._changed:
             start = peak = abs(self.plant.omega_rad_s)
-            for _ in range(periods):
-                self.axis.step()
+            axis = self.axis
+            for k in range(1, periods + 1):
+                axis.step()
                 peak = max(peak, abs(self.plant.omega_rad_s))
+                # the time left to itself is plant time here, and the drive watchdog counts it
+                # (in lockstep it otherwise waits with the plant, which stood still until now)
+                axis.expire_if_starved(k * axis.dt_s)
             self._changed.notify_all()
         return start, peak

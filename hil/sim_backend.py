@@ -141,7 +141,7 @@ class SimBackend(Backend):
         self._sequence += 1
         current = NAN if "nan_current" in self._faults else m.current_a
         # positional (the field order of Feedback): twice as fast as keywords, once per tick
-        fb = Feedback(now, pos, vel, current, NAN, self._state, self._fault_code,
+        fb = Feedback(plant.t_s, pos, vel, current, NAN, self._state, self._fault_code,
                       "injected drive fault" if self._fault_code else "", plant.temperature_c,
                       self._sequence, 0.0)
         self._last = fb

@@ -143,7 +143,7 @@ def test_missing_required_key(base):
         (("loop", "rt_priority"), "high", "loop.rt_priority: must be an integer"),
         (("loop", "cpu_affinity"), [0, "a"], "loop.cpu_affinity[1]: must be an integer"),
         (("loop", "overrun", "max_consecutive"), 0, "loop.overrun.max_consecutive: must be >= 1"),
-        (("logging", "buffer_s"), 0.1, "logging.buffer_s: must be >= 2"),
+        (("logging", "buffer_s"), 0.05, "logging.buffer_s: must be >= 2"),
         (("drive", "protocol"), "ethercat", "drive.protocol: must be one of"),
         (("drive", "node_id"), 300, "drive.node_id: must be 0..127"),
         (("scenarios", "creep", "reference", "kind"), "zigzag", "scenarios.creep.reference.kind: must be one of"),

@@ -219,6 +219,20 @@ def test_one_stall_is_skipped_counted_and_not_a_fault(ref_cfg, tmp_path):
     assert not backend.enabled
 
 
+def test_a_late_tick_then_an_on_time_one_is_no_velocity_spike(ref_cfg, tmp_path):
+    """Tick k wakes 0.95 periods late, tick k+1 on time: the loop's ticks are 0.05 periods
+    apart, but the drive's samples are a whole period apart, and the estimate uses those."""
+    clock = StallClock(at_s=0.5, stall_s=0.95 * DT)
+    result, run, backend = _timed_run(ref_cfg, clock, tmp_path)
+    assert result.faults == [] and result.missed_deadlines == 0
+    late = np.flatnonzero(run["late_us"] > 900.0)
+    assert late.size == 1
+    v = run["vel_rad_s"]
+    i = late[0]
+    assert abs(v[i + 1] - v[i]) < 0.005 and abs(v[i] - v[i - 1]) < 0.005  # creep is 0.01 rad/s
+    assert np.max(np.abs(v)) < 0.05
+
+
 def test_anti_windup_blocked_at_the_limit_then_released(ref_cfg, tmp_path):
     step = 0.01  # rad
     cfg = with_changes(ref_cfg, safety={"following_error_floor_rad": 1.0, "standstill_window_rad": 1.0,
