@@ -92,10 +92,17 @@ class Progress:
             print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
 
 
-def _load(args: argparse.Namespace):
+def _load(args: argparse.Namespace, *, params: bool = True):
+    """The config of --config, with --params (an identified set) applied where the command has it."""
     from .config import load_config, resolve_config_path
 
-    return load_config(resolve_config_path(args.config))
+    cfg = load_config(resolve_config_path(args.config))
+    params = getattr(args, "params", None) if params else None
+    if params:
+        from .params_file import apply_params, load_params_file
+
+        cfg = apply_params(cfg, load_params_file(_existing_file(params)))
+    return cfg
 
 
 def _exit_code(summary: dict) -> int:
@@ -371,20 +378,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 1 if any(s["faults"] for r in results.values() for s in r.values()) else 0
 
 
-def _params_file(path: str):
-    """The friction block of a params file: ``friction:`` at the top (identify's params.yaml)
-    or ``controller.friction`` (a full config)."""
-    from .config import _parse_friction
-    from .schema import load_yaml
-
-    data = load_yaml(path)
-    if isinstance(data, dict) and "friction" in data:
-        return _parse_friction(data["friction"], f"{path}: friction")
-    if isinstance(data, dict) and isinstance(data.get("controller"), dict) and "friction" in data["controller"]:
-        return _parse_friction(data["controller"]["friction"], f"{path}: controller.friction")
-    raise ConfigError("", f"{path}: no 'friction:' or 'controller.friction:' block")
-
-
 def cmd_replay(args: argparse.Namespace) -> int:
     from hil.capture import CAPTURE_SUFFIXES
     from hil.replay import ReplayTask, batch_out_dirs, format_batch, replay_task
@@ -392,9 +385,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from .executor import run_map
     from .runner import print_summary
 
-    params = _params_file(args.params) if args.params else None
+    from .params_file import load_params_file
+
+    params = load_params_file(_existing_file(args.params)) if args.params else None
     sources = [_existing_file(log) for log in args.log]
-    capture_cfg = _load(args) if any(s.suffix.lower() in CAPTURE_SUFFIXES for s in sources) else None
+    is_capture = any(s.suffix.lower() in CAPTURE_SUFFIXES for s in sources)
+    capture_cfg = _load(args, params=False) if is_capture else None
     tasks = [ReplayTask(src, out, params=params, compensation=args.compensation, plot=not args.no_plot,
                         capture_cfg=capture_cfg if src.suffix.lower() in CAPTURE_SUFFIXES else None,
                         protocol=args.protocol)
@@ -421,7 +417,7 @@ def cmd_identify(args: argparse.Namespace) -> int:
     cfg = _load(args)
     out = Path(args.out)
     if args.from_log:
-        result = identify_from_log(_existing_file(args.from_log), cfg, out)
+        result = identify_from_log([_existing_file(log) for log in args.from_log], cfg, out)
     else:
         from drivers.registry import backend_class
 
@@ -578,6 +574,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override controller.compensation")
     p.add_argument("--duration", type=_duration, default=None, help="seconds (default: the scenario's)")
     p.add_argument("--no-plot", action="store_true", help="skip report.png")
+    p.add_argument("--params", default=None, metavar="FILE",
+                   help="an identified set (identify's params.yaml, a run's proposed_params.yaml, "
+                        "or a config) applied over controller.friction (and controller.J if it has J)")
 
     p = add("run", cmd_run, "drive a real (or paced simulated) axis on the real clock")
     common(p, "run-out")
@@ -588,6 +587,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="friction compensation mode (default: controller.compensation)")
     p.add_argument("--duration", type=_duration, default=None,
                    help="seconds (default: the scenario's)")
+    p.add_argument("--params", default=None, metavar="FILE",
+                   help="an identified set (identify's params.yaml, a run's proposed_params.yaml, "
+                        "or a config) applied over controller.friction (and controller.J if it has J)")
     p.add_argument("--state-dir", default=None, metavar="DIR",
                    help="where a latched fault is kept (default: $FRICTIONCTL_STATE_DIR, else "
                         "$XDG_STATE_HOME/frictionctl or ~/.local/state/frictionctl)")
@@ -606,6 +608,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="friction compensation mode (default: controller.compensation)")
     p.add_argument("--duration", type=_duration, default=None, help="seconds (default: the scenario's)")
     p.add_argument("--rate", type=float, default=None, help="loop rate [Hz] (default: loop.rate_hz)")
+    p.add_argument("--params", default=None, metavar="FILE",
+                   help="an identified set (identify's params.yaml, a run's proposed_params.yaml, "
+                        "or a config) applied over controller.friction (and controller.J if it has J)")
     p.add_argument("--realtime", action="store_true", help="real clock; the emulator follows wall time")
     p.add_argument("--state-dir", default=None, metavar="DIR",
                    help="--realtime: where a latched fault is kept (as for run)")
@@ -633,7 +638,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("replay", cmd_replay, "feed logged runs through the estimator again (what-if)")
     p.add_argument("log", nargs="+", help="run logs (run.fctl) or CAN captures (.log, .asc, .blf); "
                                           "several: one folder each under --out")
-    p.add_argument("--params", default=None, help="what-if friction parameters (params.yaml or a config)")
+    p.add_argument("--params", default=None, metavar="FILE",
+                   help="what-if parameters (params.yaml, proposed_params.yaml or a config): "
+                        "friction, and J if the file has it")
     p.add_argument("--compensation", choices=modes, default=None,
                    help="default: the logged mode (lugre for a capture)")
     p.add_argument("--out", default="replay-out", help="output directory")
@@ -649,8 +656,10 @@ def build_parser() -> argparse.ArgumentParser:
     common(p, "identify-out")
     p.add_argument("--backend", default="sim", choices=("sim", "cia402", "odrive_can", "odrive_ascii"),
                    help="where to run the experiments (real drives use the config's drive section)")
-    p.add_argument("--from-log", default=None, metavar="LOG",
-                   help="fit the Stribeck curve from a recorded run log instead of running experiments")
+    p.add_argument("--from-log", default=None, metavar="LOG", nargs="+",
+                   help="fit the Stribeck curve from recorded run logs instead of running "
+                        "experiments: a recorded sweep's constant-velocity stretches, or the "
+                        "quasi-steady sliding of any motion (sine, scan)")
     p.add_argument("--check", action="store_true",
                    help="sim: compare lugre_adaptive with the identified set against the true set")
     add_executor_arguments(p)  # where the --check runs go

@@ -107,6 +107,7 @@ from .identify_fit import (
     fit_coulomb_viscous,
     fit_sigma1_ringing,
     fit_stribeck,
+    fit_stribeck_levels,
     position_dependent_ripple,
     position_matched_means,
     presliding_sigma0,
@@ -394,15 +395,21 @@ def position_ripple(points: list[dict[str, Any]]) -> float:
 
 
 def _fit_points(points: list[dict[str, Any]], direction: str, settings: IdentifySettings,
-                vs_guess: float) -> tuple[Optional[StribeckFit], str]:
+                vs_guess: float, prior: Optional[LuGreParams] = None) -> tuple[Optional[StribeckFit], str]:
+    """The Stribeck fit of one direction's used points; with fewer than 5 (and a ``prior``),
+    Fc and Fs with the prior's vs, sigma2 and delta held."""
     used = [p for p in points if p["direction"] == direction and p["used"]]
-    if len(used) < (6 if settings.fit_delta else 5):
-        return None, f"{len(used)} usable {direction} points: too few to fit"
     v = np.array([p["speed_rad_s"] for p in used])
     F = np.array([p["friction_nm"] for p in used])
     # one direction's points carry the position-dependent torque of their stretch of angle
     # (it cancels only in the two directions' half-difference): a per-point error floor
     floor = 0.0 if direction == "both" else position_ripple(points)
+    if len(used) < (6 if settings.fit_delta else 5):
+        if prior is None or len(used) < 3:
+            return None, f"{len(used)} usable {direction} points: too few to fit"
+        # too few speeds for the curve's shape: its levels only, the shape held at the prior
+        return fit_stribeck_levels(v, F, vs=prior.vs, sigma2=prior.sigma2, delta=prior.delta,
+                                   noise_floor_nm=floor), ""
     try:
         return fit_stribeck(v, F, delta=settings.delta, fit_delta=settings.fit_delta, vs_guess=vs_guess,
                             noise_floor_nm=floor), ""
@@ -525,6 +532,7 @@ class _State:
     ringing_note: str = ""
     warnings: list[str] = field(default_factory=list)
     error: str = ""
+    hold_shape_if_few: bool = False  # few speeds: fit Fc, Fs with the prior's shape (logs)
 
     def fc_now(self) -> float:
         if "both" in self.lines:
@@ -587,7 +595,8 @@ def _fit_sweep(st: _State) -> None:
     """Stribeck fits of the combined and the per-direction points. Where the points do not pin
     down the Stribeck part, a Coulomb + viscous line stands in for Fc and sigma2."""
     for direction in ("both", "forward", "reverse"):
-        fit, note = _fit_points(st.points, direction, st.settings, st.p.vs)
+        fit, note = _fit_points(st.points, direction, st.settings, st.p.vs,
+                                prior=st.p if st.hold_shape_if_few else None)
         st.lines.pop(direction, None)
         if fit is None:
             st.fits.pop(direction, None)
@@ -595,6 +604,10 @@ def _fit_sweep(st: _State) -> None:
             continue
         st.fits[direction] = fit
         st.fit_notes.pop(direction, None)
+        if fit.held:
+            st.fit_notes[direction] = (f"{fit.n_points} speeds only: Fc and Fs fitted with "
+                                       f"{', '.join(fit.held)} held at the prior's values")
+            continue
         ok, why = stribeck_determined(fit)
         if not ok:
             used = [p for p in st.points if p["direction"] == direction and p["used"]]
@@ -773,7 +786,7 @@ def _direction_set(st: _State, direction: str, fs: Optional[float], fs_se: float
         unc.update(Fc=fit.se["Fc"], Fs=fit.se["Fs"], vs=fit.se["vs"], sigma2=fit.se["sigma2"],
                    delta=fit.se["delta"])
         for k in ("Fc", "Fs", "vs", "sigma2"):
-            sources[k] = "sweep"
+            sources[k] = "prior (held)" if k in fit.held else "sweep"
         sources["delta"] = "sweep" if fit.fit_delta else "fixed"
     if fs is not None and math.isfinite(fs):
         vals["Fs"] = fs
@@ -1086,68 +1099,133 @@ def plot_identification(st: _State, result: IdentifyResult, png: Path) -> Path:
 
 
 LOG_REQUIRED = ("t_s", "pos_rad", "vel_ref_rad_s", "current_a")
+MIN_LOG_SPEEDS = 5  # distinct constant-velocity speeds for the stretch analysis (else sliding)
 
 
-def identify_from_log(log_path: str | Path, cfg: Config, out_dir: str | Path, *,
+def identify_from_log(log_paths: str | Path | list[str | Path], cfg: Config, out_dir: str | Path, *,
                       settings: IdentifySettings | None = None, prior: FrictionParams | None = None,
                       min_segment_s: float = 1.0, plot: bool = True) -> IdentifyResult:
-    """Fit the Stribeck curve (Fc, Fs, vs, sigma2) from a recorded run log.
+    """Fit the Stribeck curve (Fc, Fs, vs, sigma2) from recorded run logs (one or several).
 
-    What the log must contain (columns of ``controller.runlog``): ``t_s``, ``pos_rad``,
-    ``vel_ref_rad_s`` (the reference velocity: stretches where it is constant and non-zero for
-    at least ``min_segment_s`` are the constant-velocity points) and ``current_a`` (the steady
-    torque is cfg.controller.Kt × current). Optional: ``fault`` and ``drive_state`` (ticks
-    with a fault or a drive not ENABLED are left out). The run should be made with friction
-    compensation off or on — only the measured current counts — and should hold at least five
-    different speeds spanning 0.01·vs … 10·vs and above (the identification sweep made by
-    :func:`sweep_reference` does), ideally in both directions over the same stretch of angle
-    so that position-dependent torques cancel. The first part of each stretch (the settle time
-    of the sweep: ``settle_travel`` pre-sliding lengths, at least ``settle_s``) is skipped.
+    What a log must contain (columns of ``controller.runlog``): ``t_s``, ``pos_rad``,
+    ``vel_ref_rad_s`` and ``current_a`` (torque = cfg.controller.Kt × current; the J·a term uses
+    cfg.controller.J). Optional: ``fault`` and ``drive_state`` (ticks with a fault or a drive
+    not ENABLED are left out). Any compensation mode: only the measured current counts.
 
-    sigma0 and sigma1 cannot be told from constant-velocity data: they are kept from the prior
-    (``diagnostics.sources`` says so). Writes params.yaml, identify.json (and identify.png).
+    Each log is read one of two ways:
+
+    - **constant-velocity stretches** (a recorded identification sweep, :func:`sweep_reference`):
+      when the log holds at least ``MIN_LOG_SPEEDS`` different speeds constant for
+      ``min_segment_s`` or longer. The first part of each stretch (the sweep's settle time) is
+      skipped; forward and reverse over the same stretch of angle cancel position-dependent
+      torques; stick-slip stretches are rejected;
+    - **quasi-steady sliding** (ordinary operating logs: sines, scans, moves): every tick where
+      the bristles have settled and follow the speed (:func:`hil.identify_sliding.sliding_samples`:
+      10 pre-sliding lengths Fs/sigma0 of the prior since the last reversal or rest, bristle lag
+      below 5 % of the time the speed takes to change, at least 2 counts per smoothing window),
+      with friction = Kt·i − J·a, binned by speed per direction
+      (:func:`hil.identify_sliding.binned_friction_points`). Only the speeds the motion covers
+      are seen: a 0.05 rad/s sine shows the falling part down to about a third of vs on the
+      reference table, a scan at one speed only that speed and its ramps — where the Stribeck
+      part is not pinned down, Fc and sigma2 come from a line and vs stays the prior's
+      (``diagnostics.sweep.notes`` says so).
+
+    sigma0, sigma1 and J are kept from the prior/config (``diagnostics.sources``).
+    Writes params.yaml, identify.json (and identify.png).
     """
-    from controller.runlog import read_log
-
     wall0 = time.perf_counter()
     settings = settings or IdentifySettings()
     prior = prior if prior is not None else cfg.controller.friction
+    paths = [log_paths] if isinstance(log_paths, (str, Path)) else list(log_paths)
+    if not paths:
+        raise IdentificationError("identify: no log given")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    p = planning_params(prior)
+    st = _State(cfg=cfg, settings=settings, prior=prior, p=p, dt=cfg.loop.dt_s, J=cfg.controller.J,
+                q=cfg.plant.encoder.rad_per_count, hold_shape_if_few=True)
+    logs = []
+    for path in paths:
+        info = _log_points(path, st, min_segment_s)
+        logs.append(info)
+    if not st.points:
+        raise IdentificationError(f"identify: {', '.join(map(str, paths))}: no constant-velocity stretch "
+                                  f"of at least {min_segment_s:g} s and no quasi-steady sliding")
+    _fit_sweep(st)
+    if "both" not in st.fits:
+        one = [d for d in ("forward", "reverse") if d in st.fits]
+        if not one:
+            raise IdentificationError(f"identify: {', '.join(map(str, paths))}: cannot fit the Stribeck "
+                                      "curve: " + "; ".join(st.fit_notes.values()))
+        st.fits["both"] = st.fits[one[0]]
+        st.warnings.append(f"only {one[0]} motion in the log: offsets (gravity, sensor zero, "
+                           "cogging) are not cancelled")
+    result = _assemble(st)
+    result.diagnostics["log"] = logs[0] if len(logs) == 1 else logs
+    files = _write_raw(out, st, [])
+    _write_params(out / "params.yaml", result)
+    files["params"] = str(out / "params.yaml")
+    if plot:
+        plot_identification(st, result, out / "identify.png")
+        files["report"] = str(out / "identify.png")
+    result.files = files
+    result.wall_s = time.perf_counter() - wall0
+    return result
+
+
+def _log_points(log_path: str | Path, st: _State, min_segment_s: float) -> dict[str, Any]:
+    """Friction points of one log into ``st.points`` (see :func:`identify_from_log`)."""
+    from controller.runlog import read_log
+
+    from .identify_sliding import binned_friction_points, sliding_samples
+
     run = read_log(log_path)
     missing = [c for c in LOG_REQUIRED if c not in run.columns]
     if missing:
         raise IdentificationError(f"identify: {log_path}: the log lacks column(s) {', '.join(missing)} "
                                   f"(needs {', '.join(LOG_REQUIRED)})")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    settings, p = st.settings, st.p
     t = run["t_s"]
     x = run["pos_rad"]
     vref = run["vel_ref_rad_s"]
-    tq = cfg.controller.Kt * run["current_a"]
+    tq = st.cfg.controller.Kt * run["current_a"]
     valid = np.isfinite(x) & np.isfinite(tq) & np.isfinite(t)
     if "fault" in run.columns:
         valid &= run["fault"] == 0
     if "drive_state" in run.columns:
         valid &= run["drive_state"] == float(DriveState.ENABLED)
-    dt = float(np.median(np.diff(t))) if t.size > 1 else cfg.loop.dt_s
-    p = planning_params(prior)
-    st = _State(cfg=cfg, settings=settings, prior=prior, p=p, dt=dt, J=cfg.controller.J,
-                q=cfg.plant.encoder.rad_per_count)
+    dt = float(np.median(np.diff(t))) if t.size > 1 else st.cfg.loop.dt_s
+    st.dt = dt
     segs = constant_velocity_segments(t, vref, min_duration_s=min_segment_s, valid=valid)
     groups: dict[float, dict[int, list[tuple[np.ndarray, np.ndarray]]]] = {}
     keys: list[float] = []
+    skipped: list[dict[str, Any]] = []
     for i0, i1, v in segs:
         speed = abs(v)
         settle = settle_time(speed, p, settings)
         j0 = i0 + int(math.ceil(settle / dt))
         if i1 - j0 < int(0.5 / dt):
-            st.skipped.append({"speed_rad_s": speed, "t_s": float(t[i0]),
-                               "reason": "stretch too short after the settle time"})
+            skipped.append({"speed_rad_s": speed, "t_s": float(t[i0]),
+                            "reason": "stretch too short after the settle time"})
             continue
         key = next((k for k in keys if abs(k - speed) <= 0.005 * speed), None)
         if key is None:
             key = speed
             keys.append(key)
         groups.setdefault(key, {}).setdefault(1 if v > 0 else -1, []).append((x[j0:i1], tq[j0:i1]))
+    info: dict[str, Any] = {"path": str(log_path), "segments": len(segs), "complete": run.complete}
+    if len(groups) < MIN_LOG_SPEEDS:
+        try:
+            samples = sliding_samples(t, x, tq, J=st.J, rad_per_count=st.q,
+                                      presliding_rad=p.Fs / p.sigma0, valid=valid)
+        except ValueError as err:
+            raise IdentificationError(f"identify: {log_path}: {err}") from None
+        pts = binned_friction_points(samples, dt_s=dt, source=str(log_path))
+        st.points += pts
+        info.update(method="quasi-steady sliding", ticks_used=int(samples.steady.sum()),
+                    ticks=int(t.size), points=len(pts))
+        return info
+    st.skipped += skipped
     for speed in sorted(groups):
         merged = {d: (np.concatenate([a for a, _ in lst]), np.concatenate([b for _, b in lst]))
                   for d, lst in groups[speed].items()}
@@ -1161,31 +1239,10 @@ def identify_from_log(log_path: str | Path, cfg: Config, out_dir: str | Path, *,
                     if k in b:
                         a[k] = b[k]
         for pt in pts:
-            pt["pass"] = "log"
+            pt["pass"] = str(log_path)
             st.points.append(pt)
-    if not st.points:
-        raise IdentificationError(f"identify: {log_path}: no constant-velocity stretch of at least "
-                                  f"{min_segment_s:g} s (vel_ref_rad_s constant and non-zero)")
-    _fit_sweep(st)
-    if "both" not in st.fits:
-        one = [d for d in ("forward", "reverse") if d in st.fits]
-        if not one:
-            raise IdentificationError(f"identify: {log_path}: cannot fit the Stribeck curve: "
-                                      + "; ".join(st.fit_notes.values()))
-        st.fits["both"] = st.fits[one[0]]
-        st.warnings.append(f"only {one[0]} motion in the log: offsets (gravity, sensor zero, "
-                           "cogging) are not cancelled")
-    result = _assemble(st)
-    result.diagnostics["log"] = {"path": str(log_path), "segments": len(segs), "complete": run.complete}
-    files = _write_raw(out, st, [])
-    _write_params(out / "params.yaml", result)
-    files["params"] = str(out / "params.yaml")
-    if plot:
-        plot_identification(st, result, out / "identify.png")
-        files["report"] = str(out / "identify.png")
-    result.files = files
-    result.wall_s = time.perf_counter() - wall0
-    return result
+    info.update(method="constant-velocity stretches", speeds=len(groups))
+    return info
 
 
 __all__ = [

@@ -91,6 +91,7 @@ class StribeckFit:
     at_bound: tuple[str, ...] = ()
     residuals_nm: tuple[float, ...] = ()
     cost: float = math.nan
+    held: tuple[str, ...] = ()  # parameters held at the prior's value (:func:`fit_stribeck_levels`)
 
     def curve(self, v):
         """The fitted magnitude at speeds v [N·m]."""
@@ -200,6 +201,37 @@ def fit_stribeck(v, torque, *, delta: float = 2.0, fit_delta: bool = False,
         at_bound=tuple(at_bound), residuals_nm=tuple(float(r) for r in res),
         cost=float(best.cost) / scale_T**2,
     )
+
+
+def fit_stribeck_levels(v, torque, *, vs: float, sigma2: float, delta: float = 2.0,
+                        noise_floor_nm: float = 0.0) -> StribeckFit:
+    """Fc and Fs alone, with vs, sigma2 and delta held (the prior's): for points that span too
+    little speed to pin down the curve's shape (a scan at one speed and its ramps). Linear least
+    squares on F(v) − sigma2·|v| = Fc·(1 − e) + Fs·e, e = exp(−|v/vs|^delta); Fs >= Fc enforced
+    by falling back to a Coulomb level. Needs 3 points (2 parameters and one degree of freedom)."""
+    v = np.abs(np.asarray(v, dtype=float))
+    T = np.asarray(torque, dtype=float)
+    ok = np.isfinite(v) & np.isfinite(T) & (v > 0)
+    v, T = v[ok], T[ok]
+    if v.size < 3:
+        raise ValueError(f"a Fc/Fs fit needs at least 3 points, got {v.size}")
+    e = np.exp(-((v / vs) ** delta))
+    A = np.column_stack([1.0 - e, e])
+    y = T - sigma2 * v
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    if coef[1] < coef[0]:
+        A = np.ones((v.size, 1))
+        coef = np.array([float(np.mean(y))] * 2)
+    res = y - (A @ coef[:A.shape[1]])
+    cov, _ = jacobian_covariance(A, res, noise_floor=noise_floor_nm)
+    se_fc = math.sqrt(cov[0, 0]) if np.isfinite(cov[0, 0]) else math.inf
+    se_fs = math.sqrt(cov[1, 1]) if A.shape[1] == 2 and np.isfinite(cov[1, 1]) else se_fc
+    return StribeckFit(Fc=float(coef[0]), Fs=float(coef[1]), vs=float(vs), sigma2=float(sigma2),
+                       delta=float(delta), se={"Fc": se_fc, "Fs": se_fs, "vs": 0.0, "sigma2": 0.0,
+                                               "delta": 0.0},
+                       rms_residual_nm=float(math.sqrt(np.mean(res**2))), n_points=int(v.size),
+                       fit_delta=False, residuals_nm=tuple(float(r) for r in res),
+                       held=("vs", "sigma2", "delta"))
 
 
 def stribeck_determined(fit: StribeckFit, *, max_rel_se: float = 0.5) -> tuple[bool, str]:
