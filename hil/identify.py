@@ -87,11 +87,13 @@ from controller.reference import PiecewiseReference, Reference, rest_to_rest
 from drivers.backend import Backend, Clock, DriveState
 from drivers.errors import FrictionctlError
 
+from .identify_sliding import InertiaFit, fit_inertia, ramp_stiffness, sliding_samples
 from .identify_laws import (
     BreakawayRamp,
     ExperimentRunner,
     IdentificationError,
     Record,
+    SineSequence,
     TorqueProfile,
     Track,
 )
@@ -116,7 +118,7 @@ from .identify_fit import (
     windowed_velocity,
 )
 
-EXPERIMENTS = ("sweep", "breakaway", "presliding", "sigma1")
+EXPERIMENTS = ("breakaway", "presliding", "sigma1", "sweep", "inertia")
 PARAM_NAMES = ("Fc", "Fs", "vs", "sigma0", "sigma1", "sigma2", "delta")
 
 Progress = Callable[[float, float], None]
@@ -149,6 +151,8 @@ class IdentifySettings:
     stick_window_counts: float = 20.0  # velocity windows span at least this many counts [-]
     fit_delta: bool = False  # fit the Stribeck exponent (else hold ``delta``)
     delta: float = 2.0  # [-]
+    settled_lengths_min: float = 10.0  # a point whose travel before its dwell is under this many
+    #   pre-sliding lengths Fs/sigma0 (measured sigma0) is rejected: bristles not settled [-]
     # breakaway
     breakaway_trials: int = 2  # per direction, alternating
     breakaway_peak_factor: float = 2.0  # ramp ends at this × Fs of the prior [-]
@@ -163,6 +167,10 @@ class IdentifySettings:
     ringing_amplitude: float = 0.3  # × Fc [-]
     ringing_hold_s: float = 0.4  # [s]
     ringing_repeats: int = 3
+    # inertia (J): sines at two frequencies, sliding fast, large accelerations
+    inertia_speed_fraction: float = 0.3  # peak speed = this × safety.velocity_limit_rad_s [-]
+    inertia_torque_factor: float = 1.5  # peak J·a = this × Fs (bounded by half the torque limit) [-]
+    inertia_cycles: int = 3  # whole cycles per frequency
     # direction-dependent result
     asymmetry_sigmas: float = 3.0  # forward/reverse differ beyond this many standard errors …
     asymmetry_min_rel: float = 0.03  # … and by more than this fraction [-]
@@ -172,11 +180,14 @@ class IdentifySettings:
                     "accel_rad_s2", "bandwidth_hz", "derivative_cutoff_hz", "max_travel_rad",
                     "breakaway_peak_factor", "breakaway_ramp_s", "breakaway_onset_factor",
                     "presliding_amplitude", "presliding_frequency_hz", "ringing_amplitude",
-                    "ringing_hold_s", "delta", "max_settle_s")
+                    "ringing_hold_s", "delta", "max_settle_s", "inertia_speed_fraction",
+                    "inertia_torque_factor")
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}: must be > 0, got {getattr(self, name)!r}")
-        for name in ("settle_s", "settle_travel", "rest_s", "breakaway_rest_s", "asymmetry_sigmas",
+        if self.inertia_cycles < 1:
+            raise ValueError(f"inertia_cycles: must be >= 1, got {self.inertia_cycles}")
+        for name in ("settle_s", "settle_travel", "settled_lengths_min", "rest_s", "breakaway_rest_s", "asymmetry_sigmas",
                      "asymmetry_min_rel"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)!r}")
@@ -210,6 +221,8 @@ class IdentifyResult:
     files: dict[str, str] = field(default_factory=dict)
     experiment_s: float = 0.0  # time spent in experiments on the run clock [s]
     wall_s: float = 0.0
+    J: Optional[float] = None  # identified inertia [kg·m²] (None: not identified)
+    J_se: float = math.nan  # its standard error [kg·m²]
 
     def params_block(self) -> dict[str, Any]:
         """The ``friction:`` block as plain data."""
@@ -463,12 +476,20 @@ def identify(cfg: Config, backend: Backend, clock: Clock, out_dir: str | Path, *
     q = cfg.plant.encoder.rad_per_count
 
     speeds = sweep_speeds(cfg, prior, settings) if "sweep" in experiments else []
-    sweep_plan = build_sweep(speeds, p, settings) if speeds else None
-    total = _planned_seconds(settings, sweep_plan, experiments)
+    total = _planned_seconds(settings, build_sweep(speeds, p, settings) if speeds else None, experiments)
     runner = ExperimentRunner(cfg, backend, clock, out, progress, total, stop_event)
-    state = _State(cfg=cfg, settings=settings, prior=prior, p=p, dt=dt, J=J, q=q)
+    state = _State(cfg=cfg, settings=settings, prior=prior, p=p, dt=dt, J=J, q=q, J_prior=J)
     try:
+        if "breakaway" in experiments:
+            _run_breakaway(runner, state)
+        if "presliding" in experiments:
+            _run_presliding(runner, state)
+        if "sigma1" in experiments:  # recorded here, from the rest the pre-sliding loops left;
+            _run_ringing(runner, state)  # fitted at the end, with the identified J
         if "sweep" in experiments:
+            # settle lengths from what was measured: Fs (breakaway) and sigma0 (pre-sliding)
+            sweep_plan = build_sweep(speeds, state.p_measured(), settings)
+            runner.total_s += sweep_plan[2] - build_sweep(speeds, p, settings)[2]
             _run_sweep(runner, state, sweep_plan, tag="sweep")
             fit = state.fits.get("both")
             if (settings.refine and fit is not None and "both" not in state.lines
@@ -477,15 +498,11 @@ def identify(cfg: Config, backend: Backend, clock: Clock, out_dir: str | Path, *
                 extra = [f * fit.vs for f in (0.4, 0.7, 1.0, 1.4, 2.0)]
                 extra = [v for v in extra if speeds[0] <= v <= top]
                 if extra:
-                    plan2 = build_sweep(extra, replace(p, vs=fit.vs), settings)
+                    plan2 = build_sweep(extra, replace(state.p_measured(), vs=fit.vs), settings)
                     runner.total_s += plan2[2]
                     _run_sweep(runner, state, plan2, tag="sweep_refine")
-        if "breakaway" in experiments:
-            _run_breakaway(runner, state)
-        if "presliding" in experiments:
-            _run_presliding(runner, state)
-        if "sigma1" in experiments:
-            _run_ringing(runner, state)
+        if "inertia" in experiments:
+            _run_inertia(runner, state)
     except IdentificationError as err:
         state.error = str(err)
         _write_raw(out, state, runner.records, failed=True)
@@ -497,6 +514,8 @@ def identify(cfg: Config, backend: Backend, clock: Clock, out_dir: str | Path, *
     if "sigma1" in experiments and state.ringing_rec is not None:
         _fit_ringing(state)
     result = _assemble(state)
+    if state.inertia is not None and state.J != state.J_prior:
+        result.J, result.J_se = state.J, state.inertia.se
     result.experiment_s = runner.done_s
     files = _write_outputs(out, state, result, runner, plot=plot)
     result.files = files
@@ -533,6 +552,11 @@ class _State:
     warnings: list[str] = field(default_factory=list)
     error: str = ""
     hold_shape_if_few: bool = False  # few speeds: fit Fc, Fs with the prior's shape (logs)
+    J_prior: float = math.nan  # the config's believed J [kg·m²]
+    ramp_sigma0: list[float] = field(default_factory=list)  # rough stiffness per breakaway ramp
+    inertia: Optional[InertiaFit] = None
+    inertia_rec: Optional[Record] = None
+    inertia_info: dict[str, Any] = field(default_factory=dict)
 
     def fc_now(self) -> float:
         if "both" in self.lines:
@@ -542,6 +566,17 @@ class _State:
             return fit.Fc
         quick = _quick_fc(self.points)
         return quick if quick is not None and quick > 0 else self.p.Fc
+
+    def sigma0_now(self) -> float:
+        """Pre-sliding stiffness: measured, else the breakaway ramps' rough value, else the prior."""
+        if self.presliding is not None:
+            return self.presliding.sigma0
+        rough = [k for k in self.ramp_sigma0 if math.isfinite(k) and k > 0]
+        return float(np.median(rough)) if rough else self.p.sigma0
+
+    def p_measured(self) -> LuGreParams:
+        """The planning set with what has been measured so far (Fs, sigma0) in place."""
+        return replace(self.p, Fs=max(self.fs_now(), self.p.Fc), sigma0=self.sigma0_now())
 
     def fs_now(self) -> float:
         found = [b.breakaway_nm for b in self.breaks if b.found]
@@ -562,6 +597,8 @@ def _planned_seconds(settings: IdentifySettings, sweep_plan, experiments) -> flo
         total += 0.5 + settings.presliding_cycles / settings.presliding_frequency_hz
     if "sigma1" in experiments:
         total += settings.ringing_hold_s * (4 * settings.ringing_repeats + 1)
+    if "inertia" in experiments:
+        total += 1.0 + 3.0 * settings.inertia_cycles  # about; the frequencies follow the plant
     return total
 
 
@@ -580,13 +617,26 @@ def _run_sweep(runner: ExperimentRunner, st: _State, plan, tag: str) -> None:
     rec = runner.run(tag, law, duration, reference=ref)
     rec.info["passes"] = [asdict(pz) for pz in passes]
     by_speed: dict[float, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+    lengths: dict[tuple[float, int], float] = {}
+    length = max(st.fs_now(), st.p.Fc) / st.sigma0_now()  # pre-sliding length [rad]
     for pz in passes:
         sl = _window(rec, pz.window)
         by_speed.setdefault(pz.speed, {})[pz.direction] = (rec.pos[sl], rec.torque[sl])
+        i_start = int(np.searchsorted(rec.t, pz.t_start))
+        if sl.start < rec.pos.size:
+            lengths[(pz.speed, pz.direction)] = abs(rec.pos[sl.start] - rec.pos[i_start]) / length
     for v, segs in by_speed.items():
         for pt in _analyse_speed(v, segs, st.dt, st.J, st.q, settings):
             pt["pass"] = tag
             pt["bandwidth_hz"] = st.bandwidths.get(v, math.nan)
+            dirs = (1, -1) if pt["direction"] == "both" else (1 if pt["direction"] == "forward" else -1,)
+            settled = min(lengths.get((v, d), math.inf) for d in dirs)
+            pt["settle_lengths"] = settled
+            if settled < settings.settled_lengths_min:
+                pt["used"] = False
+                pt["reason"] = "; ".join(r for r in (pt["reason"], (
+                    f"bristles not settled: {settled:.3g} pre-sliding lengths of travel before the "
+                    f"dwell (< {settings.settled_lengths_min:g}; max_settle_s)")) if r)
             st.points.append(pt)
     _fit_sweep(st)
 
@@ -640,6 +690,9 @@ def _run_breakaway(runner: ExperimentRunner, st: _State) -> None:
                                     v_onset=v_on, ramp_start_index=ramp_start, onset_counts=5.0)
             rec.info.update({"direction": direction, "ramp_start_index": ramp_start,
                              "rate_nm_s": rate, "peak_nm": peak, "v_onset": v_on})
+            level = 0.3 * (b.breakaway_nm if b.found else fs_guess)
+            st.ramp_sigma0.append(ramp_stiffness(rec.pos, rec.torque, direction, ramp_start_index=ramp_start,
+                                                 level_nm=level, rad_per_count=q))
             if not b.found:
                 st.warnings.append(f"breakaway {direction:+d} trial {i + 1}: no motion up to {peak:.4g} N·m")
             st.breaks.append(b)
@@ -650,10 +703,11 @@ def _run_presliding(runner: ExperimentRunner, st: _State) -> None:
     settings, q = st.settings, st.q
     f = settings.presliding_frequency_hz
     n_cyc = settings.presliding_cycles
-    amp = settings.presliding_amplitude * st.fc_now()
+    # below the breakaway measured just before, whatever the prior's Fc says
+    amp = settings.presliding_amplitude * min(st.fc_now(), st.fs_now())
     rest = 0.5
     for attempt in range(2):
-        expected = 2.0 * amp / st.p.sigma0
+        expected = 2.0 * amp / st.sigma0_now()
         guard = max(200 * q, 4.0 * expected + 20 * q)
 
         def profile(t: float, amp=amp) -> float:
@@ -677,9 +731,66 @@ def _run_presliding(runner: ExperimentRunner, st: _State) -> None:
         amp *= 0.5
 
 
+def inertia_plan(cfg: Config, st: "_State") -> list[tuple[float, float, int]]:
+    """The inertia experiment's sines (amplitude [rad], frequency [Hz], cycles): peak speed
+    ``inertia_speed_fraction`` of the velocity limit (bounded by ``max_travel_rad``), peak
+    J·a = ``inertia_torque_factor``·Fs within half the torque limit; the second sine at half
+    the frequency and the same peak speed (half the acceleration, twice the amplitude)."""
+    settings = st.settings
+    fs = max(st.fs_now(), st.p.Fc)
+    v = settings.inertia_speed_fraction * cfg.safety.velocity_limit_rad_s
+    room = 0.5 * cfg.safety.torque_limit_nm - fs - st.p.sigma2 * v
+    a = min(settings.inertia_torque_factor * fs, room) / st.J
+    if not a > 0:
+        raise IdentificationError(f"identify: inertia: no torque left for acceleration (Fs {fs:.3g} N·m, "
+                                  f"safety.torque_limit_nm {cfg.safety.torque_limit_nm:g})")
+    v = min(v, math.sqrt(max(settings.max_travel_rad, 0.0) * a / 4.0))  # travel 4·v²/a
+    amp = v * v / a
+    f = a / v / (2.0 * math.pi)
+    return [(amp, f, settings.inertia_cycles), (2.0 * amp, 0.5 * f, settings.inertia_cycles)]
+
+
+def _run_inertia(runner: ExperimentRunner, st: _State) -> None:
+    """J from sines at two frequencies (:func:`hil.identify_sliding.fit_inertia`): a position
+    loop at ``bandwidth_hz`` with the prior's J·a_ref and friction feedforward follows them."""
+    cfg, settings = st.cfg, st.settings
+    parts = inertia_plan(cfg, st)
+    ref = SineSequence(parts, start_s=settings.rest_s)
+    duration = ref.end_s + settings.rest_s
+    gains = PIDGains.triple_pole(st.J, settings.bandwidth_hz, derivative_cutoff_hz=settings.derivative_cutoff_hz,
+                                 output_limit_nm=cfg.safety.torque_limit_nm)
+    rec = runner.run("inertia", Track(gains, st.J, st.prior), duration, reference=ref)
+    st.inertia_rec = rec
+    st.inertia_info = {"parts": [{"amplitude_rad": a, "frequency_hz": f, "cycles": c} for a, f, c in parts]}
+    fit = st.fits.get("both")
+    if fit is not None and "both" in st.lines:
+        line = st.lines["both"]
+        curve = lambda u: line.Fc + line.sigma2 * u  # noqa: E731
+    elif fit is not None:
+        curve = fit.curve
+    else:
+        curve = None
+    static = (lambda v: np.sign(v) * curve(np.abs(v))) if curve is not None else None
+    try:
+        samples = sliding_samples(rec.t, rec.pos, rec.torque, J=0.0, rad_per_count=st.q,
+                                  presliding_rad=max(st.fs_now(), st.p.Fc) / st.sigma0_now())
+        st.inertia = fit_inertia(samples, rec.pos, static=static)
+    except ValueError as err:
+        st.warnings.append(f"inertia: {err}; J kept from the config")
+        return
+    J_fit = st.inertia
+    st.inertia_info.update(ticks_used=J_fit.n, coefficients=J_fit.coefficients,
+                           rms_residual_nm=J_fit.rms_residual_nm, accel_rms_rad_s2=J_fit.accel_rms_rad_s2)
+    if not (J_fit.J > 0 and J_fit.se < 0.05 * J_fit.J):
+        st.warnings.append(f"inertia: J {J_fit.J:.4g} ± {J_fit.se:.2g} kg·m² not determined; J kept "
+                           "from the config")
+        return
+    st.J = J_fit.J
+
+
 def _run_ringing(runner: ExperimentRunner, st: _State) -> None:
     settings, dt = st.settings, st.dt
-    amp = settings.ringing_amplitude * st.fc_now()
+    amp = settings.ringing_amplitude * min(st.fc_now(), st.fs_now())
     hold = settings.ringing_hold_s
     levels: list[float] = []
     for _ in range(settings.ringing_repeats):
@@ -906,6 +1017,11 @@ def _assemble(st: _State) -> IdentifyResult:
             "ringing_counts": _r(st.ringing_rec.info.get("ringing_counts", math.nan)),
             "at_bound": st.ringing.at_bound,
         } if st.ringing is not None else {"run": False, "note": st.ringing_note}),
+        "inertia": ({"J": _r(st.J), "se": _r(st.inertia.se), "J_config": _r(st.J_prior),
+                     "used": st.J != st.J_prior, "ticks": st.inertia.n,
+                     "rms_residual_nm": _r(st.inertia.rms_residual_nm),
+                     "accel_rms_rad_s2": _r(st.inertia.accel_rms_rad_s2)}
+                    if st.inertia is not None else {"run": False, "J_config": _r(st.J_prior)}),
         "asymmetry": asym,
         "directional": directional,
         "warnings": list(st.warnings),
@@ -950,14 +1066,20 @@ PARAMS_HEADER = """\
 # friction: usable as controller.friction (a flat set, or forward:/reverse: when the two
 #   directions differ beyond their uncertainty). Units: Fc, Fs [N·m], vs [rad/s],
 #   sigma0 [N·m/rad], sigma1, sigma2 [N·m·s/rad], delta [-].
+# J: the identified inertia [kg·m²] (when the inertia experiment ran): applied as controller.J.
 # uncertainty: standard errors, same keys and units (.nan: not measured, 0: held fixed).
 # diagnostics: where each value came from, points used/rejected, fit residuals.
 """
 
 
 def _write_params(path: Path, result: IdentifyResult) -> None:
-    data = {"friction": result.params_block(), "uncertainty": result.uncertainty,
-            "diagnostics": result.diagnostics}
+    data: dict[str, Any] = {"friction": result.params_block()}
+    if result.J is not None:
+        data["J"] = _r(result.J)
+    uncertainty = dict(result.uncertainty)
+    if result.J is not None:
+        uncertainty["J"] = _r(result.J_se)
+    data.update(uncertainty=uncertainty, diagnostics=result.diagnostics)
     text = yaml.safe_dump(_yaml_safe(data), sort_keys=False, allow_unicode=True, width=100)
     path.write_text(PARAMS_HEADER + text, encoding="utf-8")
 
@@ -969,7 +1091,9 @@ def _raw(st: _State, records: list[Record]) -> dict[str, Any]:
         "settings": asdict(st.settings),
         "prior": _friction_block(st.prior),
         "rate_hz": st.cfg.loop.rate_hz,
-        "J": st.J, "Kt": st.cfg.controller.Kt, "rad_per_count": st.q,
+        "J": st.J, "J_config": st.J_prior, "Kt": st.cfg.controller.Kt, "rad_per_count": st.q,
+        "inertia": ({**st.inertia_info, "J": st.inertia.J, "se": st.inertia.se}
+                    if st.inertia is not None else None),
         "sweep_points": st.points,
         "stribeck_fits": {d: {**f.values(), "se": f.se, "rms_residual_nm": f.rms_residual_nm,
                               "n_points": f.n_points, "residuals_nm": f.residuals_nm}

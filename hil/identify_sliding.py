@@ -168,32 +168,40 @@ class InertiaFit:
 
 
 def fit_inertia(s: SlidingSamples, pos, *, static: Optional[Callable[[np.ndarray], np.ndarray]] = None,
-                window_ticks: int = 20) -> InertiaFit:
+                window_ticks: int = 20, position_bins: int = 48) -> InertiaFit:
     """J from quasi-steady sliding ticks with acceleration, by linear least squares on
 
-        Kt·i − F_static(v) = J·a + c_c·sgn v + c_v·v + c_x·x + c_0
+        Kt·i − F_static(v) = J·a + c_c·sgn v + c_v·v + T_pos(x)
 
     ``static``: the identified steady friction with its sign (the Stribeck sweep's curve); the
-    nuisance terms absorb what it gets wrong in Fc and sigma2, an offset and a position-
-    proportional torque (unbalance, a cable) — the last is separable from J·a only when the
-    motion has at least two frequencies (a = −ω²·x within one sine). The standard error counts
-    one independent residual per ``window_ticks`` (neighbouring residuals share the smoothing
-    window and any position-dependent torque)."""
+    terms c_c, c_v absorb what it gets wrong in Fc and sigma2. T_pos is any position-dependent
+    torque (cogging, unbalance, a cable, an offset): one level per position bin
+    (``position_bins`` over the range covered). Within one sine a = ω²·(A − x) is a function of
+    x, so T_pos is told apart from J·a only by a motion with at least two frequencies over the
+    same angles (the inertia experiment's two sines); cogging left in the fit biased J by −0.6 %
+    on the simulated table. The standard error counts one independent residual per
+    ``window_ticks`` (neighbouring residuals share the smoothing window)."""
     m = s.steady
     n = int(m.sum())
     if n < 50:
         raise ValueError(f"only {n} quasi-steady sliding ticks: too few for an inertia fit")
     v, a, x = s.v[m], s.a[m], np.asarray(pos, dtype=float)[m]
     y = s.torque[m] - (static(v) if static is not None else 0.0)
-    cols = {"J": a, "coulomb": np.sign(v), "viscous": v, "position": x - x.mean(), "offset": np.ones_like(v)}
-    A = np.column_stack(list(cols.values()))
+    edges = np.linspace(x.min(), x.max() * (1 + 1e-12) + 1e-15, position_bins + 1)
+    which = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, position_bins - 1)
+    occupied = np.unique(which)
+    bins = (which[:, None] == occupied[None, :]).astype(float)
+    cols = {"J": a, "coulomb": np.sign(v), "viscous": v}
+    A = np.column_stack(list(cols.values()) + [bins])
     coef, *_ = np.linalg.lstsq(A, y, rcond=None)
     res = y - A @ coef
     dof = max(1, n - A.shape[1])
     s2 = float(res @ res / dof) * window_ticks
     cov = np.linalg.pinv(A.T @ A) * s2
+    levels = coef[len(cols):]
     return InertiaFit(J=float(coef[0]), se=float(math.sqrt(max(cov[0, 0], 0.0))),
-                      coefficients={k: float(c) for k, c in zip(cols, coef)},
+                      coefficients={**{k: float(c) for k, c in zip(cols, coef)},
+                                    "position_torque_span_nm": float(np.ptp(levels))},
                       rms_residual_nm=float(math.sqrt(np.mean(res**2))), n=n,
                       accel_rms_rad_s2=float(math.sqrt(np.mean(a**2))))
 

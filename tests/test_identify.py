@@ -260,18 +260,19 @@ def test_stick_slip_points_are_rejected(tmp_path):
 # --- safety ---------------------------------------------------------------------------------------
 
 
-def test_drive_fault_during_the_sweep_stops_safely_with_a_clear_error(tmp_path):
+def test_drive_fault_during_an_experiment_stops_safely_with_a_clear_error(tmp_path):
     cfg = reference_config()
-    with pytest.raises(IdentificationError, match=r"'sweep'.*DRIVE_FAULT.*injected drive fault"):
+    # the first experiment (a breakaway ramp) is running at t = 3 s
+    with pytest.raises(IdentificationError, match=r"'breakaway_fwd_1'.*DRIVE_FAULT.*injected drive fault"):
         run_identify(cfg, tmp_path, faults=((3.0, "drive_fault"),))
     raw = json.loads((tmp_path / "identify.json").read_text())
     assert raw["status"] == "failed" and "DRIVE_FAULT" in raw["error"]
     # the experiment ran through the ControlLoop: its log is complete and records the fault
-    run = read_log(tmp_path / "experiments" / "sweep" / "run.fctl")
-    assert run.complete and run.header["experiment"] == "sweep"
+    run = read_log(tmp_path / "experiments" / "breakaway_fwd_1" / "run.fctl")
+    assert run.complete and run.header["experiment"] == "breakaway_fwd_1"
     assert FaultKind(int(run["fault"][-1])) is FaultKind.DRIVE_FAULT
     assert run["t_s"][-1] == pytest.approx(3.0, abs=0.1)  # stopped there, not at the plan's end
-    summary = json.loads((tmp_path / "experiments" / "sweep" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "experiments" / "breakaway_fwd_1" / "summary.json").read_text())
     assert "DRIVE_FAULT" in summary["faults"][0] and summary["drive_enabled_at_exit"] is False
 
 
@@ -283,7 +284,7 @@ def test_a_fault_during_an_experiment_takes_the_loops_stop(tmp_path):
     with pytest.raises(IdentificationError, match="NON_FINITE.*current"):
         identify(cfg, backend, clock, tmp_path, settings=FAST)
     assert not backend.enabled and backend.is_open
-    run = read_log(tmp_path / "experiments" / "sweep" / "run.fctl")
+    run = read_log(tmp_path / "experiments" / "breakaway_fwd_1" / "run.fctl")
     assert run.complete  # the loop's crash-safe log, closed by its stop path
     # a non-finite current is an STO fault: the torque is off from the detecting tick
     k = int(np.argmax(run["fault"] != 0))
@@ -304,7 +305,8 @@ def test_a_stop_request_ramps_down_and_says_so(tmp_path):
             stop.set()  # what a SIGINT handler in the CLI would do
 
     with pytest.raises(IdentificationError, match="stopped on request"):
-        identify(cfg, backend, clock, tmp_path, settings=FAST, progress=progress, stop_event=stop)
+        identify(cfg, backend, clock, tmp_path, settings=FAST, progress=progress, stop_event=stop,
+                 experiments=("sweep",))  # moving: the stop ramps the torque down
     assert not backend.enabled
     cmd = read_log(tmp_path / "experiments" / "sweep" / "run.fctl")["torque_cmd_nm"]
     assert cmd[-1] == 0.0 and abs(cmd[-3]) < abs(cmd[-30])
