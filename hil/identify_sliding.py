@@ -115,7 +115,8 @@ def binned_friction_points(s: SlidingSamples, *, dt_s: float, bins_per_decade: f
     smoothing window are correlated, so n counts windows, not ticks). A ``both`` point per bin
     with both directions: the mean of the two magnitudes (a direction-independent offset cancels;
     a position-dependent torque cancels where the two directions cover the same angles, as the
-    returns of a sine or a scan do). Bins with fewer than ``min_samples`` ticks are left out."""
+    returns of a sine or a scan do); its ``ripple_nm`` is that offset's size, which the
+    per-direction values carry. Bins with fewer than ``min_samples`` ticks are left out."""
     speed = np.abs(s.v)
     sel = s.steady
     if not sel.any():
@@ -149,6 +150,9 @@ def binned_friction_points(s: SlidingSamples, *, dt_s: float, bins_per_decade: f
                 "speed_rad_s": 0.5 * (f["speed_rad_s"] + r["speed_rad_s"]), "direction": "both",
                 "friction_nm": 0.5 * (f["friction_nm"] + r["friction_nm"]),
                 "offset_nm": 0.5 * (f["torque_nm"] + r["torque_nm"]),
+                # what a direction's value carries besides friction: a direction-independent
+                # torque (offset, cogging over the angles covered), the floor of its error
+                "ripple_nm": abs(0.5 * (f["torque_nm"] + r["torque_nm"])),
                 "se_nm": 0.5 * math.hypot(f["se_nm"], r["se_nm"]), "n": f["n"] + r["n"],
                 "used": True, "reason": "", "pass": source,
             })
