@@ -437,3 +437,25 @@ def test_inertia_and_sigma1_on_a_plant_with_heavily_damped_bristles(tmp_path):
     assert result.diagnostics["sweep"]["points_used"]["both"] >= 6
     data = yaml.safe_load((tmp_path / "params.yaml").read_text())
     assert data["J"] == pytest.approx(result.J, rel=1e-5) and data["uncertainty"]["J"] > 0
+
+
+@pytest.mark.parametrize("zeta", [0.001, 0.3, 1.6])
+def test_sigma1_fit_from_a_far_prior_over_the_damping_range(zeta):
+    """Torque steps inside pre-sliding simulated with sigma1 from a damping ratio of 0.001 … 1.6
+    (BRIEF §5 draws 0.1–2), fitted from the shipped prior's sigma1 (0.08): the fit starts from
+    several damping ratios, so it does not stall near the prior."""
+    from hil.identify_fit import fit_sigma1_ringing, simulate_presliding
+
+    q = 2 * math.pi / 2**24
+    dt, J, sigma0 = 1e-3, 0.08, 5e3
+    true = LuGreParams(Fc=0.2, Fs=0.28, vs=0.01, sigma0=sigma0, sigma1=zeta * 2 * math.sqrt(sigma0 * J),
+                       sigma2=0.04)
+    hold = 400
+    levels = [0.0, 0.06, 0.0, -0.06] * 2 + [0.0]
+    u = np.repeat(levels, hold)
+    x = simulate_presliding(true, J, u, dt)
+    pos = np.floor(x / q) * q  # the encoder
+    prior = dataclasses.replace(true, sigma1=0.08)
+    fit = fit_sigma1_ringing(pos, u, base=prior, J=J, dt_s=dt, rad_per_count=q,
+                             segments=[(0, 4 * hold), (4 * hold, 8 * hold)])
+    assert fit.sigma1 == pytest.approx(true.sigma1, rel=0.1)
