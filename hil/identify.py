@@ -1,6 +1,10 @@
 """Friction identification experiments on any backend (simulated table, emulator, real drive).
 
-Static first, then dynamic (BRIEF §4). Each experiment is a control law run by the one
+Order: ``breakaway`` (Fs, and a rough stiffness from the ramps' start), ``presliding``
+(sigma0), ``sigma1`` (ringing recorded from the rest the pre-sliding loops leave; fitted at the
+end), ``sweep`` (settled by the measured Fs/sigma0), ``inertia`` (J). The sweep needs the
+bristle length Fs/sigma0 to settle each speed (soft bristles need 30× more travel than the
+shipped prior says), and the sigma1 fit needs J. Each experiment is a control law run by the one
 :class:`~controller.loop.ControlLoop` (:mod:`hil.identify_laws`) on the injected clock
 (lockstep SimClock: fast; RealClock: a machine): the loop's safety checks, safe-stop path,
 SIGINT/SIGTERM handling and crash-safe log (``<out>/experiments/<name>/run.fctl``, one per
@@ -10,7 +14,8 @@ time and the log. Each experiment starts with ``enable()`` and ends with the loo
 and ``disable()``, so the computations between experiments never leave a drive enabled without
 commands (a drive-side watchdog would trip).
 
-Experiments (defaults in :class:`IdentifySettings`):
+Experiments (defaults in :class:`IdentifySettings`; described in the sweep-first order they
+were developed in, run in the order above):
 
 ``sweep`` — constant-velocity sweep. Speeds log-spaced from 0.01·vs to 10·vs of the prior, plus a
 few up to 60 % of ``safety.velocity_limit_rad_s`` (σ2 lives there). At each speed the axis moves
@@ -60,7 +65,16 @@ beyond 4× the expected loop), and it is retried at half amplitude once.
 three repetitions): the bristle spring rings against the inertia (≈100 Hz on the reference
 table), and sigma1 is fitted to the ringing with sigma0's value for the frequency left free
 (:func:`hil.identify_fit.fit_sigma1_ringing` says why). Needs the believed J to be right:
-sigma1 scales with it.
+sigma1 scales with it: fitted with the J of ``inertia`` when it ran.
+
+``inertia`` — the axis follows two sines while sliding (peak speed ``inertia_speed_fraction`` of
+the velocity limit, peak J·a ``inertia_torque_factor``·Fs; the second at half the frequency
+and twice the amplitude), closed-loop like the sweep; J from the quasi-steady sliding ticks
+(:func:`hil.identify_sliding.fit_inertia`, with the sweep's curve subtracted and a
+position-binned torque). J ± its SE goes to params.yaml (``J:``) and is used by the sigma1 fit
+when its SE is under 5 %; otherwise the config's J stays (a warning).
+
+The breakaway is corrected for the bristle creep at onset (:func:`bristle_creep_fraction`).
 
 Outputs in ``out_dir``: ``params.yaml`` (``friction:`` usable as ``controller.friction``,
 ``uncertainty:`` standard errors, ``diagnostics:``), ``identify.json`` (every raw point and

@@ -372,7 +372,7 @@ def operating_log(tmp_path, plant, scenario, duration_s):
 
 def test_identify_from_a_sine_log_of_another_plant(tmp_path):
     """The reversal sine (0.05 rad/s peak) has no constant-velocity stretch: its quasi-steady
-    sliding is binned by speed. Measured: Fc +1.0 %, Fs +0.4 %, vs −1.9 % (sigma2 is not seen
+    sliding is binned by speed. Measured: Fc +1.0 %, Fs +0.4 %, vs −2.0 % (sigma2 is not seen
     below 0.05 rad/s)."""
     cfg, log = operating_log(tmp_path, SET_LOG, "reversal", 8.0)
     result = identify_from_log(log, cfg, tmp_path / "id", plot=False)
@@ -422,7 +422,8 @@ def test_fit_inertia_tells_J_from_cogging_with_two_frequencies():
 def test_inertia_and_sigma1_on_a_plant_with_heavily_damped_bristles(tmp_path):
     """The bench's `damped` table (sigma0 1e3, sigma1 16.4: sigma0/sigma1 = 61 rad/s), identified
     from the shipped (wrong) prior: J from the two-sine experiment, sigma1 from the ringing with
-    that J. Measured (seed 1, FAST): J −0.2 %, sigma1 +0.1 %, sigma0 +2.8 %."""
+    that J. Measured with the default settings (seed 1): J −0.24 %, sigma1 +0.12 %, sigma0
+    +2.8 % (README, Identification)."""
     from hil.bench_compensation import DAMPED
 
     cfg = plant_config(friction=DAMPED)
