@@ -101,7 +101,11 @@ def _load(args: argparse.Namespace, *, params: bool = True):
     if params:
         from .params_file import apply_params, load_params_file
 
-        cfg = apply_params(cfg, load_params_file(_existing_file(params)))
+        identified = load_params_file(_existing_file(params))
+        cfg = apply_params(cfg, identified)
+        print(f"frictionctl: {params}: applied as controller.friction"
+              + (f" and controller.J ({identified.J:.5g} kg·m²)" if identified.J is not None else ""),
+              file=sys.stderr)
     return cfg
 
 
