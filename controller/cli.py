@@ -672,7 +672,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "experiments: a recorded sweep's constant-velocity stretches, or the "
                         "quasi-steady sliding of any motion (sine, scan)")
     p.add_argument("--check", action="store_true",
-                   help="sim: compare lugre_adaptive with the identified set against the true set")
+                   help="sim: lugre_adaptive with the identified set applied as --params, against the "
+                        "oracle and the true set on creep, reversal and scan")
     add_executor_arguments(p)  # where the --check runs go
 
     p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation, log, replay)")
