@@ -19,6 +19,7 @@ from typing import Any, Mapping, Optional
 from .compensation import TickSignals, make_compensator
 from .config import Config, config_from_mapping, resolve_config_path
 from .control_law import ControlLaw
+from .params_file import apply_params, load_params_file
 from .runlog import RunLog, read_log
 from .schema import ConfigError, load_yaml
 
@@ -27,10 +28,13 @@ __all__ = ["Config", "ConfigError", "ControlLaw", "RunLog", "TickSignals", "cont
 
 
 def load_config(name_or_path: str | Path = "turntable",
-                overrides: Optional[Mapping[str, Any]] = None) -> Config:
+                overrides: Optional[Mapping[str, Any]] = None,
+                params: str | Path | None = None) -> Config:
     """A shipped config by name, or a file, with ``overrides`` applied by dotted key path
     (``{"safety.torque_limit_nm": 2.0, "controller.compensation": "off"}``) before validation,
-    so an override is checked exactly as the file's own value would be."""
+    so an override is checked exactly as the file's own value would be. ``params``: an
+    identified set (``identify``'s params.yaml, a run's proposed_params.yaml) applied over
+    ``controller.friction`` (and ``controller.J`` if the file has J), as ``--params`` does."""
     path = resolve_config_path(name_or_path)
     data = load_yaml(path)
     if not isinstance(data, dict):
@@ -47,7 +51,10 @@ def load_config(name_or_path: str | Path = "turntable",
                 raise ConfigError(".".join(keys[:i + 1]), "is not a section: cannot override below it")
             node = child
         node[keys[-1]] = value
-    return config_from_mapping(data)
+    cfg = config_from_mapping(data)
+    if params is not None:
+        cfg = apply_params(cfg, load_params_file(params))
+    return cfg
 
 
 def simulate(cfg: Config, scenario: str, out: str | Path, *, compensation: Optional[str] = None,

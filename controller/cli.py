@@ -91,10 +91,21 @@ class Progress:
             print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
 
 
-def _load(args: argparse.Namespace):
+def _load(args: argparse.Namespace, *, params: bool = True):
+    """The config of --config, with --params (an identified set) applied where the command has it."""
     from .config import load_config, resolve_config_path
 
-    return load_config(resolve_config_path(args.config))
+    cfg = load_config(resolve_config_path(args.config))
+    params = getattr(args, "params", None) if params else None
+    if params:
+        from .params_file import apply_params, load_params_file
+
+        identified = load_params_file(_existing_file(params))
+        cfg = apply_params(cfg, identified)
+        print(f"frictionctl: {params}: applied as controller.friction"
+              + (f" and controller.J ({identified.J:.5g} kg·m²)" if identified.J is not None else ""),
+              file=sys.stderr)
+    return cfg
 
 
 def _rotary_only(cfg, what: str) -> None:
@@ -378,20 +389,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 1 if any(s["faults"] for r in results.values() for s in r.values()) else 0
 
 
-def _params_file(path: str):
-    """The friction block of a params file: ``friction:`` at the top (identify's params.yaml)
-    or ``controller.friction`` (a full config)."""
-    from .config import _parse_friction
-    from .schema import load_yaml
-
-    data = load_yaml(path)
-    if isinstance(data, dict) and "friction" in data:
-        return _parse_friction(data["friction"], f"{path}: friction")
-    if isinstance(data, dict) and isinstance(data.get("controller"), dict) and "friction" in data["controller"]:
-        return _parse_friction(data["controller"]["friction"], f"{path}: controller.friction")
-    raise ConfigError("", f"{path}: no 'friction:' or 'controller.friction:' block")
-
-
 def cmd_replay(args: argparse.Namespace) -> int:
     from hil.capture import CAPTURE_SUFFIXES
     from hil.replay import ReplayTask, batch_out_dirs, format_batch, replay_task
@@ -399,9 +396,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from .executor import run_map
     from .runner import print_summary
 
-    params = _params_file(args.params) if args.params else None
+    from .params_file import load_params_file
+
+    params = load_params_file(_existing_file(args.params)) if args.params else None
     sources = [_existing_file(log) for log in args.log]
-    capture_cfg = _load(args) if any(s.suffix.lower() in CAPTURE_SUFFIXES for s in sources) else None
+    is_capture = any(s.suffix.lower() in CAPTURE_SUFFIXES for s in sources)
+    capture_cfg = _load(args, params=False) if is_capture else None
     if capture_cfg is not None:
         _rotary_only(capture_cfg, "replay of a drive capture")
     tasks = [ReplayTask(src, out, params=params, compensation=args.compensation, plot=not args.no_plot,
@@ -430,7 +430,7 @@ def cmd_identify(args: argparse.Namespace) -> int:
     cfg = _load(args)
     out = Path(args.out)
     if args.from_log:
-        result = identify_from_log(_existing_file(args.from_log), cfg, out)
+        result = identify_from_log([_existing_file(log) for log in args.from_log], cfg, out)
     else:
         from drivers.registry import backend_class
 
@@ -471,17 +471,24 @@ def cmd_identify(args: argparse.Namespace) -> int:
     sets = (("forward", p.forward), ("reverse", p.reverse)) if result.directional else (("", p),)
     for label, q in sets:
         print(f"  {label:<8}" + "  ".join(f"{k} {v:.5g}" for k, v in q.as_dict().items()))
-    print(f"wrote {out / 'params.yaml'} (use its friction: block as controller.friction)")
+    if result.J is not None:
+        print(f"  J {result.J:.5g} kg·m² (± {result.J_se:.2g})")
+    print(f"wrote {out / 'params.yaml'} (apply it with --params, or paste its friction: block as "
+          "controller.friction" + (" and J as controller.J)" if result.J is not None else ")"))
     if args.check:
-        from hil.bench_compensation import identified_vs_true
+        from hil.bench_identify import check_identified
 
         if args.backend != "sim" and not args.from_log:
             raise UsageError("--check compares against the simulated plant's truth: --backend sim")
-        checks = identified_vs_true(cfg, p, out / "check", spec=spec_from_args(args))
+        checks = check_identified(cfg, out / "params.yaml", out / "check", seed=args.seed,
+                                  spec=spec_from_args(args))
         micro = cfg.axis.micro_length  # µrad or µm
-        for sc, (true_rms, ident_rms) in checks.items():
-            print(f"check {sc}: lugre_adaptive rms {ident_rms * 1e6:.3f} {micro} with the identified set, "
-                  f"{true_rms * 1e6:.3f} with the true set: ratio {ident_rms / true_rms:.3f} (goal <= 1.3)")
+        for sc, c in checks.items():
+            what = "second-half rms" if sc == "scan" else "rms"
+            print(f"check {sc}: lugre_adaptive {what} {c['identified'] * 1e6:.3f} {micro} with the identified "
+                  f"set (--params), {c['true'] * 1e6:.3f} with the true set, oracle "
+                  f"{c['oracle'] * 1e6:.3f}: {c['vs_oracle']:.2f}× oracle (goal <= 1.5), "
+                  f"{c['vs_true']:.2f}× the true set")
     return 0
 
 
@@ -590,6 +597,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override controller.compensation")
     p.add_argument("--duration", type=_duration, default=None, help="seconds (default: the scenario's)")
     p.add_argument("--no-plot", action="store_true", help="skip report.png")
+    p.add_argument("--params", default=None, metavar="FILE",
+                   help="an identified set (identify's params.yaml, a run's proposed_params.yaml, "
+                        "or a config) applied over controller.friction (and controller.J if it has J)")
 
     p = add("run", cmd_run, "drive a real (or paced simulated) axis on the real clock")
     common(p, "run-out")
@@ -600,6 +610,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="friction compensation mode (default: controller.compensation)")
     p.add_argument("--duration", type=_duration, default=None,
                    help="seconds (default: the scenario's)")
+    p.add_argument("--params", default=None, metavar="FILE",
+                   help="an identified set (identify's params.yaml, a run's proposed_params.yaml, "
+                        "or a config) applied over controller.friction (and controller.J if it has J)")
     p.add_argument("--state-dir", default=None, metavar="DIR",
                    help="where a latched fault is kept (default: $FRICTIONCTL_STATE_DIR, else "
                         "$XDG_STATE_HOME/frictionctl or ~/.local/state/frictionctl)")
@@ -618,6 +631,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="friction compensation mode (default: controller.compensation)")
     p.add_argument("--duration", type=_duration, default=None, help="seconds (default: the scenario's)")
     p.add_argument("--rate", type=float, default=None, help="loop rate [Hz] (default: loop.rate_hz)")
+    p.add_argument("--params", default=None, metavar="FILE",
+                   help="an identified set (identify's params.yaml, a run's proposed_params.yaml, "
+                        "or a config) applied over controller.friction (and controller.J if it has J)")
     p.add_argument("--realtime", action="store_true", help="real clock; the emulator follows wall time")
     p.add_argument("--state-dir", default=None, metavar="DIR",
                    help="--realtime: where a latched fault is kept (as for run)")
@@ -652,7 +668,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("replay", cmd_replay, "feed logged runs through the estimator again (what-if)")
     p.add_argument("log", nargs="+", help="run logs (run.fctl) or CAN captures (.log, .asc, .blf); "
                                           "several: one folder each under --out")
-    p.add_argument("--params", default=None, help="what-if friction parameters (params.yaml or a config)")
+    p.add_argument("--params", default=None, metavar="FILE",
+                   help="what-if parameters (params.yaml, proposed_params.yaml or a config): "
+                        "friction, and J if the file has it")
     p.add_argument("--compensation", choices=modes, default=None,
                    help="default: the logged mode (lugre for a capture)")
     p.add_argument("--out", default="replay-out", help="output directory")
@@ -668,10 +686,13 @@ def build_parser() -> argparse.ArgumentParser:
     common(p, "identify-out")
     p.add_argument("--backend", default="sim", choices=("sim", "cia402", "odrive_can", "odrive_ascii"),
                    help="where to run the experiments (real drives use the config's drive section)")
-    p.add_argument("--from-log", default=None, metavar="LOG",
-                   help="fit the Stribeck curve from a recorded run log instead of running experiments")
+    p.add_argument("--from-log", default=None, metavar="LOG", nargs="+",
+                   help="fit the Stribeck curve from recorded run logs instead of running "
+                        "experiments: a recorded sweep's constant-velocity stretches, or the "
+                        "quasi-steady sliding of any motion (sine, scan)")
     p.add_argument("--check", action="store_true",
-                   help="sim: compare lugre_adaptive with the identified set against the true set")
+                   help="sim: lugre_adaptive with the identified set applied as --params, against the "
+                        "oracle and the true set on creep, reversal and scan")
     add_executor_arguments(p)  # where the --check runs go
 
     p = add("bench", cmd_bench, "benchmarks that print figures (lugre, loop, compensation, log, replay)")

@@ -1,6 +1,10 @@
 """Friction identification experiments on any backend (simulated table, emulator, real drive).
 
-Static first, then dynamic (BRIEF §4). Each experiment is a control law run by the one
+Order: ``breakaway`` (Fs, and a rough stiffness from the ramps' start), ``presliding``
+(sigma0), ``sigma1`` (ringing recorded from the rest the pre-sliding loops leave; fitted at the
+end), ``sweep`` (settled by the measured Fs/sigma0), ``inertia`` (J). The sweep needs the
+bristle length Fs/sigma0 to settle each speed (soft bristles need 30× more travel than the
+shipped prior says), and the sigma1 fit needs J. Each experiment is a control law run by the one
 :class:`~controller.loop.ControlLoop` (:mod:`hil.identify_laws`) on the injected clock
 (lockstep SimClock: fast; RealClock: a machine): the loop's safety checks, safe-stop path,
 SIGINT/SIGTERM handling and crash-safe log (``<out>/experiments/<name>/run.fctl``, one per
@@ -10,7 +14,8 @@ time and the log. Each experiment starts with ``enable()`` and ends with the loo
 and ``disable()``, so the computations between experiments never leave a drive enabled without
 commands (a drive-side watchdog would trip).
 
-Experiments (defaults in :class:`IdentifySettings`):
+Experiments (defaults in :class:`IdentifySettings`; described in the sweep-first order they
+were developed in, run in the order above):
 
 ``sweep`` — constant-velocity sweep. Speeds log-spaced from 0.01·vs to 10·vs of the prior, plus a
 few up to 60 % of ``safety.velocity_limit_rad_s`` (σ2 lives there). At each speed the axis moves
@@ -60,7 +65,16 @@ beyond 4× the expected loop), and it is retried at half amplitude once.
 three repetitions): the bristle spring rings against the inertia (≈100 Hz on the reference
 table), and sigma1 is fitted to the ringing with sigma0's value for the frequency left free
 (:func:`hil.identify_fit.fit_sigma1_ringing` says why). Needs the believed J to be right:
-sigma1 scales with it.
+sigma1 scales with it: fitted with the J of ``inertia`` when it ran.
+
+``inertia`` — the axis follows two sines while sliding (peak speed ``inertia_speed_fraction`` of
+the velocity limit, peak J·a ``inertia_torque_factor``·Fs; the second at half the frequency
+and twice the amplitude), closed-loop like the sweep; J from the quasi-steady sliding ticks
+(:func:`hil.identify_sliding.fit_inertia`, with the sweep's curve subtracted and a
+position-binned torque). J ± its SE goes to params.yaml (``J:``) and is used by the sigma1 fit
+when its SE is under 5 %; otherwise the config's J stays (a warning).
+
+The breakaway is corrected for the bristle creep at onset (:func:`bristle_creep_fraction`).
 
 Outputs in ``out_dir``: ``params.yaml`` (``friction:`` usable as ``controller.friction``,
 ``uncertainty:`` standard errors, ``diagnostics:``), ``identify.json`` (every raw point and
@@ -88,11 +102,13 @@ from controller.units import ROTARY, AxisUnits
 from drivers.backend import Backend, Clock, DriveState
 from drivers.errors import FrictionctlError
 
+from .identify_sliding import InertiaFit, fit_inertia, ramp_stiffness, sliding_samples
 from .identify_laws import (
     BreakawayRamp,
     ExperimentRunner,
     IdentificationError,
     Record,
+    SineSequence,
     TorqueProfile,
     Track,
 )
@@ -108,6 +124,7 @@ from .identify_fit import (
     fit_coulomb_viscous,
     fit_sigma1_ringing,
     fit_stribeck,
+    fit_stribeck_levels,
     position_dependent_ripple,
     position_matched_means,
     presliding_sigma0,
@@ -116,7 +133,7 @@ from .identify_fit import (
     windowed_velocity,
 )
 
-EXPERIMENTS = ("sweep", "breakaway", "presliding", "sigma1")
+EXPERIMENTS = ("breakaway", "presliding", "sigma1", "sweep", "inertia")
 PARAM_NAMES = ("Fc", "Fs", "vs", "sigma0", "sigma1", "sigma2", "delta")
 
 Progress = Callable[[float, float], None]
@@ -149,6 +166,8 @@ class IdentifySettings:
     stick_window_counts: float = 20.0  # velocity windows span at least this many counts [-]
     fit_delta: bool = False  # fit the Stribeck exponent (else hold ``delta``)
     delta: float = 2.0  # [-]
+    settled_lengths_min: float = 10.0  # a point whose travel before its dwell is under this many
+    #   pre-sliding lengths Fs/sigma0 (measured sigma0) is rejected: bristles not settled [-]
     # breakaway
     breakaway_trials: int = 2  # per direction, alternating
     breakaway_peak_factor: float = 2.0  # ramp ends at this × Fs of the prior [-]
@@ -163,6 +182,10 @@ class IdentifySettings:
     ringing_amplitude: float = 0.3  # × Fc [-]
     ringing_hold_s: float = 0.4  # [s]
     ringing_repeats: int = 3
+    # inertia (J): sines at two frequencies, sliding fast, large accelerations
+    inertia_speed_fraction: float = 0.3  # peak speed = this × safety.velocity_limit_rad_s [-]
+    inertia_torque_factor: float = 1.5  # peak J·a = this × Fs (bounded by half the torque limit) [-]
+    inertia_cycles: int = 3  # whole cycles per frequency
     # direction-dependent result
     asymmetry_sigmas: float = 3.0  # forward/reverse differ beyond this many standard errors …
     asymmetry_min_rel: float = 0.03  # … and by more than this fraction [-]
@@ -172,11 +195,14 @@ class IdentifySettings:
                     "accel_rad_s2", "bandwidth_hz", "derivative_cutoff_hz", "max_travel_rad",
                     "breakaway_peak_factor", "breakaway_ramp_s", "breakaway_onset_factor",
                     "presliding_amplitude", "presliding_frequency_hz", "ringing_amplitude",
-                    "ringing_hold_s", "delta", "max_settle_s")
+                    "ringing_hold_s", "delta", "max_settle_s", "inertia_speed_fraction",
+                    "inertia_torque_factor")
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}: must be > 0, got {getattr(self, name)!r}")
-        for name in ("settle_s", "settle_travel", "rest_s", "breakaway_rest_s", "asymmetry_sigmas",
+        if self.inertia_cycles < 1:
+            raise ValueError(f"inertia_cycles: must be >= 1, got {self.inertia_cycles}")
+        for name in ("settle_s", "settle_travel", "settled_lengths_min", "rest_s", "breakaway_rest_s", "asymmetry_sigmas",
                      "asymmetry_min_rel"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)!r}")
@@ -210,6 +236,8 @@ class IdentifyResult:
     files: dict[str, str] = field(default_factory=dict)
     experiment_s: float = 0.0  # time spent in experiments on the run clock [s]
     wall_s: float = 0.0
+    J: Optional[float] = None  # identified inertia [kg·m²] (None: not identified)
+    J_se: float = math.nan  # its standard error [kg·m²]
 
     def params_block(self) -> dict[str, Any]:
         """The ``friction:`` block as plain data."""
@@ -395,15 +423,21 @@ def position_ripple(points: list[dict[str, Any]]) -> float:
 
 
 def _fit_points(points: list[dict[str, Any]], direction: str, settings: IdentifySettings,
-                vs_guess: float) -> tuple[Optional[StribeckFit], str]:
+                vs_guess: float, prior: Optional[LuGreParams] = None) -> tuple[Optional[StribeckFit], str]:
+    """The Stribeck fit of one direction's used points; with fewer than 5 (and a ``prior``),
+    Fc and Fs with the prior's vs, sigma2 and delta held."""
     used = [p for p in points if p["direction"] == direction and p["used"]]
-    if len(used) < (6 if settings.fit_delta else 5):
-        return None, f"{len(used)} usable {direction} points: too few to fit"
     v = np.array([p["speed_rad_s"] for p in used])
     F = np.array([p["friction_nm"] for p in used])
     # one direction's points carry the position-dependent torque of their stretch of angle
     # (it cancels only in the two directions' half-difference): a per-point error floor
     floor = 0.0 if direction == "both" else position_ripple(points)
+    if len(used) < (6 if settings.fit_delta else 5):
+        if prior is None or len(used) < 3:
+            return None, f"{len(used)} usable {direction} points: too few to fit"
+        # too few speeds for the curve's shape: its levels only, the shape held at the prior
+        return fit_stribeck_levels(v, F, vs=prior.vs, sigma2=prior.sigma2, delta=prior.delta,
+                                   noise_floor_nm=floor), ""
     try:
         return fit_stribeck(v, F, delta=settings.delta, fit_delta=settings.fit_delta, vs_guess=vs_guess,
                             noise_floor_nm=floor), ""
@@ -457,12 +491,20 @@ def identify(cfg: Config, backend: Backend, clock: Clock, out_dir: str | Path, *
     q = cfg.plant.encoder.rad_per_count
 
     speeds = sweep_speeds(cfg, prior, settings) if "sweep" in experiments else []
-    sweep_plan = build_sweep(speeds, p, settings) if speeds else None
-    total = _planned_seconds(settings, sweep_plan, experiments)
+    total = _planned_seconds(settings, build_sweep(speeds, p, settings) if speeds else None, experiments)
     runner = ExperimentRunner(cfg, backend, clock, out, progress, total, stop_event)
-    state = _State(cfg=cfg, settings=settings, prior=prior, p=p, dt=dt, J=J, q=q)
+    state = _State(cfg=cfg, settings=settings, prior=prior, p=p, dt=dt, J=J, q=q, J_prior=J)
     try:
+        if "breakaway" in experiments:
+            _run_breakaway(runner, state)
+        if "presliding" in experiments:
+            _run_presliding(runner, state)
+        if "sigma1" in experiments:  # recorded here, from the rest the pre-sliding loops left;
+            _run_ringing(runner, state)  # fitted at the end, with the identified J
         if "sweep" in experiments:
+            # settle lengths from what was measured: Fs (breakaway) and sigma0 (pre-sliding)
+            sweep_plan = build_sweep(speeds, state.p_measured(), settings)
+            runner.total_s += sweep_plan[2] - build_sweep(speeds, p, settings)[2]
             _run_sweep(runner, state, sweep_plan, tag="sweep")
             fit = state.fits.get("both")
             if (settings.refine and fit is not None and "both" not in state.lines
@@ -471,15 +513,11 @@ def identify(cfg: Config, backend: Backend, clock: Clock, out_dir: str | Path, *
                 extra = [f * fit.vs for f in (0.4, 0.7, 1.0, 1.4, 2.0)]
                 extra = [v for v in extra if speeds[0] <= v <= top]
                 if extra:
-                    plan2 = build_sweep(extra, replace(p, vs=fit.vs), settings)
+                    plan2 = build_sweep(extra, replace(state.p_measured(), vs=fit.vs), settings)
                     runner.total_s += plan2[2]
                     _run_sweep(runner, state, plan2, tag="sweep_refine")
-        if "breakaway" in experiments:
-            _run_breakaway(runner, state)
-        if "presliding" in experiments:
-            _run_presliding(runner, state)
-        if "sigma1" in experiments:
-            _run_ringing(runner, state)
+        if "inertia" in experiments:
+            _run_inertia(runner, state)
     except IdentificationError as err:
         state.error = str(err)
         _write_raw(out, state, runner.records, failed=True)
@@ -491,6 +529,8 @@ def identify(cfg: Config, backend: Backend, clock: Clock, out_dir: str | Path, *
     if "sigma1" in experiments and state.ringing_rec is not None:
         _fit_ringing(state)
     result = _assemble(state)
+    if state.inertia is not None and state.J != state.J_prior:
+        result.J, result.J_se = state.J, state.inertia.se
     result.experiment_s = runner.done_s
     files = _write_outputs(out, state, result, runner, plot=plot)
     result.files = files
@@ -526,6 +566,12 @@ class _State:
     ringing_note: str = ""
     warnings: list[str] = field(default_factory=list)
     error: str = ""
+    hold_shape_if_few: bool = False  # few speeds: fit Fc, Fs with the prior's shape (logs)
+    J_prior: float = math.nan  # the config's believed J [kg·m²]
+    ramp_sigma0: list[float] = field(default_factory=list)  # rough stiffness per breakaway ramp
+    inertia: Optional[InertiaFit] = None
+    inertia_rec: Optional[Record] = None
+    inertia_info: dict[str, Any] = field(default_factory=dict)
 
     def fc_now(self) -> float:
         if "both" in self.lines:
@@ -535,6 +581,17 @@ class _State:
             return fit.Fc
         quick = _quick_fc(self.points)
         return quick if quick is not None and quick > 0 else self.p.Fc
+
+    def sigma0_now(self) -> float:
+        """Pre-sliding stiffness: measured, else the breakaway ramps' rough value, else the prior."""
+        if self.presliding is not None:
+            return self.presliding.sigma0
+        rough = [k for k in self.ramp_sigma0 if math.isfinite(k) and k > 0]
+        return float(np.median(rough)) if rough else self.p.sigma0
+
+    def p_measured(self) -> LuGreParams:
+        """The planning set with what has been measured so far (Fs, sigma0) in place."""
+        return replace(self.p, Fs=max(self.fs_now(), self.p.Fc), sigma0=self.sigma0_now())
 
     def fs_now(self) -> float:
         found = [b.breakaway_nm for b in self.breaks if b.found]
@@ -555,6 +612,8 @@ def _planned_seconds(settings: IdentifySettings, sweep_plan, experiments) -> flo
         total += 0.5 + settings.presliding_cycles / settings.presliding_frequency_hz
     if "sigma1" in experiments:
         total += settings.ringing_hold_s * (4 * settings.ringing_repeats + 1)
+    if "inertia" in experiments:
+        total += 1.0 + 3.0 * settings.inertia_cycles  # about; the frequencies follow the plant
     return total
 
 
@@ -573,13 +632,26 @@ def _run_sweep(runner: ExperimentRunner, st: _State, plan, tag: str) -> None:
     rec = runner.run(tag, law, duration, reference=ref)
     rec.info["passes"] = [asdict(pz) for pz in passes]
     by_speed: dict[float, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+    lengths: dict[tuple[float, int], float] = {}
+    length = max(st.fs_now(), st.p.Fc) / st.sigma0_now()  # pre-sliding length [rad]
     for pz in passes:
         sl = _window(rec, pz.window)
         by_speed.setdefault(pz.speed, {})[pz.direction] = (rec.pos[sl], rec.torque[sl])
+        i_start = int(np.searchsorted(rec.t, pz.t_start))
+        if sl.start < rec.pos.size:
+            lengths[(pz.speed, pz.direction)] = abs(rec.pos[sl.start] - rec.pos[i_start]) / length
     for v, segs in by_speed.items():
         for pt in _analyse_speed(v, segs, st.dt, st.J, st.q, settings):
             pt["pass"] = tag
             pt["bandwidth_hz"] = st.bandwidths.get(v, math.nan)
+            dirs = (1, -1) if pt["direction"] == "both" else (1 if pt["direction"] == "forward" else -1,)
+            settled = min(lengths.get((v, d), math.inf) for d in dirs)
+            pt["settle_lengths"] = settled
+            if settled < settings.settled_lengths_min:
+                pt["used"] = False
+                pt["reason"] = "; ".join(r for r in (pt["reason"], (
+                    f"bristles not settled: {settled:.3g} pre-sliding lengths of travel before the "
+                    f"dwell (< {settings.settled_lengths_min:g}; max_settle_s)")) if r)
             st.points.append(pt)
     _fit_sweep(st)
 
@@ -588,7 +660,8 @@ def _fit_sweep(st: _State) -> None:
     """Stribeck fits of the combined and the per-direction points. Where the points do not pin
     down the Stribeck part, a Coulomb + viscous line stands in for Fc and sigma2."""
     for direction in ("both", "forward", "reverse"):
-        fit, note = _fit_points(st.points, direction, st.settings, st.p.vs)
+        fit, note = _fit_points(st.points, direction, st.settings, st.p.vs,
+                                prior=st.p if st.hold_shape_if_few else None)
         st.lines.pop(direction, None)
         if fit is None:
             st.fits.pop(direction, None)
@@ -596,6 +669,10 @@ def _fit_sweep(st: _State) -> None:
             continue
         st.fits[direction] = fit
         st.fit_notes.pop(direction, None)
+        if fit.held:
+            st.fit_notes[direction] = (f"{fit.n_points} speeds only: Fc and Fs fitted with "
+                                       f"{', '.join(fit.held)} held at the prior's values")
+            continue
         ok, why = stribeck_determined(fit)
         if not ok:
             used = [p for p in st.points if p["direction"] == direction and p["used"]]
@@ -628,6 +705,9 @@ def _run_breakaway(runner: ExperimentRunner, st: _State) -> None:
                                     v_onset=v_on, ramp_start_index=ramp_start, onset_counts=5.0)
             rec.info.update({"direction": direction, "ramp_start_index": ramp_start,
                              "rate_nm_s": rate, "peak_nm": peak, "v_onset": v_on})
+            level = 0.3 * (b.breakaway_nm if b.found else fs_guess)
+            st.ramp_sigma0.append(ramp_stiffness(rec.pos, rec.torque, direction, ramp_start_index=ramp_start,
+                                                 level_nm=level, rad_per_count=q))
             if not b.found:
                 st.warnings.append(f"breakaway {direction:+d} trial {i + 1}: no motion up to {peak:.4g} N·m")
             st.breaks.append(b)
@@ -638,10 +718,11 @@ def _run_presliding(runner: ExperimentRunner, st: _State) -> None:
     settings, q = st.settings, st.q
     f = settings.presliding_frequency_hz
     n_cyc = settings.presliding_cycles
-    amp = settings.presliding_amplitude * st.fc_now()
+    # below the breakaway measured just before, whatever the prior's Fc says
+    amp = settings.presliding_amplitude * min(st.fc_now(), st.fs_now())
     rest = 0.5
     for attempt in range(2):
-        expected = 2.0 * amp / st.p.sigma0
+        expected = 2.0 * amp / st.sigma0_now()
         guard = max(200 * q, 4.0 * expected + 20 * q)
 
         def profile(t: float, amp=amp) -> float:
@@ -665,9 +746,66 @@ def _run_presliding(runner: ExperimentRunner, st: _State) -> None:
         amp *= 0.5
 
 
+def inertia_plan(cfg: Config, st: "_State") -> list[tuple[float, float, int]]:
+    """The inertia experiment's sines (amplitude [rad], frequency [Hz], cycles): peak speed
+    ``inertia_speed_fraction`` of the velocity limit (bounded by ``max_travel_rad``), peak
+    J·a = ``inertia_torque_factor``·Fs within half the torque limit; the second sine at half
+    the frequency and the same peak speed (half the acceleration, twice the amplitude)."""
+    settings = st.settings
+    fs = max(st.fs_now(), st.p.Fc)
+    v = settings.inertia_speed_fraction * cfg.safety.velocity_limit_rad_s
+    room = 0.5 * cfg.safety.torque_limit_nm - fs - st.p.sigma2 * v
+    a = min(settings.inertia_torque_factor * fs, room) / st.J
+    if not a > 0:
+        raise IdentificationError(f"identify: inertia: no torque left for acceleration (Fs {fs:.3g} N·m, "
+                                  f"safety.torque_limit_nm {cfg.safety.torque_limit_nm:g})")
+    v = min(v, math.sqrt(max(settings.max_travel_rad, 0.0) * a / 4.0))  # travel 4·v²/a
+    amp = v * v / a
+    f = a / v / (2.0 * math.pi)
+    return [(amp, f, settings.inertia_cycles), (2.0 * amp, 0.5 * f, settings.inertia_cycles)]
+
+
+def _run_inertia(runner: ExperimentRunner, st: _State) -> None:
+    """J from sines at two frequencies (:func:`hil.identify_sliding.fit_inertia`): a position
+    loop at ``bandwidth_hz`` with the prior's J·a_ref and friction feedforward follows them."""
+    cfg, settings = st.cfg, st.settings
+    parts = inertia_plan(cfg, st)
+    ref = SineSequence(parts, start_s=settings.rest_s)
+    duration = ref.end_s + settings.rest_s
+    gains = PIDGains.triple_pole(st.J, settings.bandwidth_hz, derivative_cutoff_hz=settings.derivative_cutoff_hz,
+                                 output_limit_nm=cfg.safety.torque_limit_nm)
+    rec = runner.run("inertia", Track(gains, st.J, st.prior), duration, reference=ref)
+    st.inertia_rec = rec
+    st.inertia_info = {"parts": [{"amplitude_rad": a, "frequency_hz": f, "cycles": c} for a, f, c in parts]}
+    fit = st.fits.get("both")
+    if fit is not None and "both" in st.lines:
+        line = st.lines["both"]
+        curve = lambda u: line.Fc + line.sigma2 * u  # noqa: E731
+    elif fit is not None:
+        curve = fit.curve
+    else:
+        curve = None
+    static = (lambda v: np.sign(v) * curve(np.abs(v))) if curve is not None else None
+    try:
+        samples = sliding_samples(rec.t, rec.pos, rec.torque, J=0.0, rad_per_count=st.q,
+                                  presliding_rad=max(st.fs_now(), st.p.Fc) / st.sigma0_now())
+        st.inertia = fit_inertia(samples, rec.pos, static=static)
+    except ValueError as err:
+        st.warnings.append(f"inertia: {err}; J kept from the config")
+        return
+    J_fit = st.inertia
+    st.inertia_info.update(ticks_used=J_fit.n, coefficients=J_fit.coefficients,
+                           rms_residual_nm=J_fit.rms_residual_nm, accel_rms_rad_s2=J_fit.accel_rms_rad_s2)
+    if not (J_fit.J > 0 and J_fit.se < 0.05 * J_fit.J):
+        st.warnings.append(f"inertia: J {J_fit.J:.4g} ± {J_fit.se:.2g} kg·m² not determined; J kept "
+                           "from the config")
+        return
+    st.J = J_fit.J
+
+
 def _run_ringing(runner: ExperimentRunner, st: _State) -> None:
     settings, dt = st.settings, st.dt
-    amp = settings.ringing_amplitude * st.fc_now()
+    amp = settings.ringing_amplitude * min(st.fc_now(), st.fs_now())
     hold = settings.ringing_hold_s
     levels: list[float] = []
     for _ in range(settings.ringing_repeats):
@@ -738,10 +876,41 @@ def _friction_block(params: FrictionParams) -> dict[str, Any]:
     return {k: _r(v) for k, v in params.as_dict().items()}
 
 
+BRISTLE_CREEP_MAX = 0.2  # above this creep fraction the breakaway does not measure Fs [-]
+
+
+def bristle_creep_fraction(rate_nm_s: float, sigma0: float, v_onset: float) -> float:
+    """How far below Fs a torque ramp's breakaway lies on LuGre bristles, as a fraction [-].
+
+    While the torque ramps, the bristle force σ0·z follows it (ż ≈ rate/σ0), and
+    ż = v·(1 − σ0·z/g(v)) gives σ0·z = g(v)·(1 − rate/(σ0·v)): at the onset speed v_onset the
+    friction is short of g ≈ Fs by the fraction rate/(σ0·v_onset). Soft bristles creep: 14 % on
+    the `damped` table (σ0 1e3) at 0.14 N·m/s and 1 mrad/s, 0.5 % on the shipped one."""
+    return rate_nm_s / (sigma0 * v_onset)
+
+
+def _breakaway_values(st: _State, direction: int) -> list[float]:
+    """The found breakaways of one direction, corrected for the bristle creep at onset with the
+    measured sigma0 (NaN where the creep fraction exceeds BRISTLE_CREEP_MAX)."""
+    out = []
+    for b, rec in zip(st.breaks, st.break_records):
+        if not (b.found and b.direction == direction):
+            continue
+        r = bristle_creep_fraction(rec.info["rate_nm_s"], st.sigma0_now(), rec.info["v_onset"])
+        out.append(b.breakaway_nm / (1.0 - r) if r < BRISTLE_CREEP_MAX else math.nan)
+    return out
+
+
 def _breakaway_summary(st: _State) -> dict[str, Any]:
-    """Per-direction mean breakaway magnitudes, the pair means (offsets cancel) and their SE."""
-    fwd = [b.breakaway_nm for b in st.breaks if b.found and b.direction > 0]
-    rev = [b.breakaway_nm for b in st.breaks if b.found and b.direction < 0]
+    """Per-direction mean breakaway magnitudes (corrected for the bristle creep), the pair means
+    (offsets cancel) and their SE. None of them when the creep is too large to correct."""
+    fwd, rev = _breakaway_values(st, 1), _breakaway_values(st, -1)
+    if any(not math.isfinite(v) for v in fwd + rev):
+        r = bristle_creep_fraction(st.break_records[0].info["rate_nm_s"], st.sigma0_now(),
+                                   st.break_records[0].info["v_onset"])
+        st.warnings.append(f"breakaway: the bristles creep {100 * r:.0f} % short of Fs at the onset "
+                           f"(soft bristles, sigma0 {st.sigma0_now():.3g}): Fs from the sweep")
+        return {"forward": [], "reverse": [], "creep_fraction": r}
     out: dict[str, Any] = {"forward": fwd, "reverse": rev}
     if fwd and rev:
         pairs = [0.5 * (a + b) for a, b in zip(fwd, rev)]
@@ -774,7 +943,7 @@ def _direction_set(st: _State, direction: str, fs: Optional[float], fs_se: float
         unc.update(Fc=fit.se["Fc"], Fs=fit.se["Fs"], vs=fit.se["vs"], sigma2=fit.se["sigma2"],
                    delta=fit.se["delta"])
         for k in ("Fc", "Fs", "vs", "sigma2"):
-            sources[k] = "sweep"
+            sources[k] = "prior (held)" if k in fit.held else "sweep"
         sources["delta"] = "sweep" if fit.fit_delta else "fixed"
     if fs is not None and math.isfinite(fs):
         vals["Fs"] = fs
@@ -873,7 +1042,12 @@ def _assemble(st: _State) -> IdentifyResult:
         "breakaway": ({"trials": len(st.breaks), "found": sum(b.found for b in st.breaks),
                        "Fs_forward": _r(brk.get("Fs_forward", math.nan)),
                        "Fs_reverse": _r(brk.get("Fs_reverse", math.nan)),
-                       "Fs": _r(brk.get("Fs", math.nan))} if st.breaks else {"run": False}),
+                       "Fs": _r(brk.get("Fs", math.nan)),
+                       "creep_fraction": _r(bristle_creep_fraction(
+                           st.break_records[0].info["rate_nm_s"], st.sigma0_now(),
+                           st.break_records[0].info["v_onset"])),
+                       "raw": [_r(b.breakaway_nm) for b in st.breaks if b.found]}
+                      if st.breaks else {"run": False}),
         "presliding": ({
             "amplitude_nm": _r(st.presliding_info.get("amplitude_nm", math.nan)),
             "branches": st.presliding.n_branches,
@@ -894,6 +1068,11 @@ def _assemble(st: _State) -> IdentifyResult:
             "ringing_counts": _r(st.ringing_rec.info.get("ringing_counts", math.nan)),
             "at_bound": st.ringing.at_bound,
         } if st.ringing is not None else {"run": False, "note": st.ringing_note}),
+        "inertia": ({"J": _r(st.J), "se": _r(st.inertia.se), "J_config": _r(st.J_prior),
+                     "used": st.J != st.J_prior, "ticks": st.inertia.n,
+                     "rms_residual_nm": _r(st.inertia.rms_residual_nm),
+                     "accel_rms_rad_s2": _r(st.inertia.accel_rms_rad_s2)}
+                    if st.inertia is not None else {"run": False, "J_config": _r(st.J_prior)}),
         "asymmetry": asym,
         "directional": directional,
         "warnings": list(st.warnings),
@@ -941,14 +1120,19 @@ def params_header(axis: AxisUnits = ROTARY) -> str:
         "# friction: usable as controller.friction (a flat set, or forward:/reverse: when the two\n"
         f"#   directions differ beyond their uncertainty). Units: Fc, Fs [{u('N·m')}], vs [{u('rad/s')}],\n"
         f"#   sigma0 [{u('N·m/rad')}], sigma1, sigma2 [{u('N·m·s/rad')}], delta [-].\n"
+        f"# J: the identified inertia [{u('kg·m²')}] (when the inertia experiment ran): applied as controller.J.\n"
         "# uncertainty: standard errors, same keys and units (.nan: not measured, 0: held fixed).\n"
         "# diagnostics: where each value came from, points used/rejected, fit residuals.\n")
 
 
-
 def _write_params(path: Path, result: IdentifyResult, axis: AxisUnits = ROTARY) -> None:
-    data = {"friction": result.params_block(), "uncertainty": result.uncertainty,
-            "diagnostics": result.diagnostics}
+    data: dict[str, Any] = {"friction": result.params_block()}
+    if result.J is not None:
+        data["J"] = _r(result.J)
+    uncertainty = dict(result.uncertainty)
+    if result.J is not None:
+        uncertainty["J"] = _r(result.J_se)
+    data.update(uncertainty=uncertainty, diagnostics=result.diagnostics)
     text = yaml.safe_dump(_yaml_safe(data), sort_keys=False, allow_unicode=True, width=100)
     path.write_text(params_header(axis) + text, encoding="utf-8")
 
@@ -960,7 +1144,9 @@ def _raw(st: _State, records: list[Record]) -> dict[str, Any]:
         "settings": asdict(st.settings),
         "prior": _friction_block(st.prior),
         "rate_hz": st.cfg.loop.rate_hz,
-        "J": st.J, "Kt": st.cfg.controller.Kt, "rad_per_count": st.q,
+        "J": st.J, "J_config": st.J_prior, "Kt": st.cfg.controller.Kt, "rad_per_count": st.q,
+        "inertia": ({**st.inertia_info, "J": st.inertia.J, "se": st.inertia.se}
+                    if st.inertia is not None else None),
         "sweep_points": st.points,
         "stribeck_fits": {d: {**f.values(), "se": f.se, "rms_residual_nm": f.rms_residual_nm,
                               "n_points": f.n_points, "residuals_nm": f.residuals_nm}
@@ -1092,68 +1278,133 @@ def plot_identification(st: _State, result: IdentifyResult, png: Path) -> Path:
 
 
 LOG_REQUIRED = ("t_s", "pos_rad", "vel_ref_rad_s", "current_a")
+MIN_LOG_SPEEDS = 5  # distinct constant-velocity speeds for the stretch analysis (else sliding)
 
 
-def identify_from_log(log_path: str | Path, cfg: Config, out_dir: str | Path, *,
+def identify_from_log(log_paths: str | Path | list[str | Path], cfg: Config, out_dir: str | Path, *,
                       settings: IdentifySettings | None = None, prior: FrictionParams | None = None,
                       min_segment_s: float = 1.0, plot: bool = True) -> IdentifyResult:
-    """Fit the Stribeck curve (Fc, Fs, vs, sigma2) from a recorded run log.
+    """Fit the Stribeck curve (Fc, Fs, vs, sigma2) from recorded run logs (one or several).
 
-    What the log must contain (columns of ``controller.runlog``): ``t_s``, ``pos_rad``,
-    ``vel_ref_rad_s`` (the reference velocity: stretches where it is constant and non-zero for
-    at least ``min_segment_s`` are the constant-velocity points) and ``current_a`` (the steady
-    torque is cfg.controller.Kt × current). Optional: ``fault`` and ``drive_state`` (ticks
-    with a fault or a drive not ENABLED are left out). The run should be made with friction
-    compensation off or on — only the measured current counts — and should hold at least five
-    different speeds spanning 0.01·vs … 10·vs and above (the identification sweep made by
-    :func:`sweep_reference` does), ideally in both directions over the same stretch of angle
-    so that position-dependent torques cancel. The first part of each stretch (the settle time
-    of the sweep: ``settle_travel`` pre-sliding lengths, at least ``settle_s``) is skipped.
+    What a log must contain (columns of ``controller.runlog``): ``t_s``, ``pos_rad``,
+    ``vel_ref_rad_s`` and ``current_a`` (torque = cfg.controller.Kt × current; the J·a term uses
+    cfg.controller.J). Optional: ``fault`` and ``drive_state`` (ticks with a fault or a drive
+    not ENABLED are left out). Any compensation mode: only the measured current counts.
 
-    sigma0 and sigma1 cannot be told from constant-velocity data: they are kept from the prior
-    (``diagnostics.sources`` says so). Writes params.yaml, identify.json (and identify.png).
+    Each log is read one of two ways:
+
+    - **constant-velocity stretches** (a recorded identification sweep, :func:`sweep_reference`):
+      when the log holds at least ``MIN_LOG_SPEEDS`` different speeds constant for
+      ``min_segment_s`` or longer. The first part of each stretch (the sweep's settle time) is
+      skipped; forward and reverse over the same stretch of angle cancel position-dependent
+      torques; stick-slip stretches are rejected;
+    - **quasi-steady sliding** (ordinary operating logs: sines, scans, moves): every tick where
+      the bristles have settled and follow the speed (:func:`hil.identify_sliding.sliding_samples`:
+      10 pre-sliding lengths Fs/sigma0 of the prior since the last reversal or rest, bristle lag
+      below 5 % of the time the speed takes to change, at least 2 counts per smoothing window),
+      with friction = Kt·i − J·a, binned by speed per direction
+      (:func:`hil.identify_sliding.binned_friction_points`). Only the speeds the motion covers
+      are seen: a 0.05 rad/s sine shows the falling part down to about a third of vs on the
+      reference table, a scan at one speed only that speed and its ramps — where the Stribeck
+      part is not pinned down, Fc and sigma2 come from a line and vs stays the prior's
+      (``diagnostics.sweep.notes`` says so).
+
+    sigma0, sigma1 and J are kept from the prior/config (``diagnostics.sources``).
+    Writes params.yaml, identify.json (and identify.png).
     """
-    from controller.runlog import read_log
-
     wall0 = time.perf_counter()
     settings = settings or IdentifySettings()
     prior = prior if prior is not None else cfg.controller.friction
+    paths = [log_paths] if isinstance(log_paths, (str, Path)) else list(log_paths)
+    if not paths:
+        raise IdentificationError("identify: no log given")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    p = planning_params(prior)
+    st = _State(cfg=cfg, settings=settings, prior=prior, p=p, dt=cfg.loop.dt_s, J=cfg.controller.J,
+                q=cfg.plant.encoder.rad_per_count, hold_shape_if_few=True)
+    logs = []
+    for path in paths:
+        info = _log_points(path, st, min_segment_s)
+        logs.append(info)
+    if not st.points:
+        raise IdentificationError(f"identify: {', '.join(map(str, paths))}: no constant-velocity stretch "
+                                  f"of at least {min_segment_s:g} s and no quasi-steady sliding")
+    _fit_sweep(st)
+    if "both" not in st.fits:
+        one = [d for d in ("forward", "reverse") if d in st.fits]
+        if not one:
+            raise IdentificationError(f"identify: {', '.join(map(str, paths))}: cannot fit the Stribeck "
+                                      "curve: " + "; ".join(st.fit_notes.values()))
+        st.fits["both"] = st.fits[one[0]]
+        st.warnings.append(f"only {one[0]} motion in the log: offsets (gravity, sensor zero, "
+                           "cogging) are not cancelled")
+    result = _assemble(st)
+    result.diagnostics["log"] = logs[0] if len(logs) == 1 else logs
+    files = _write_raw(out, st, [])
+    _write_params(out / "params.yaml", result, cfg.axis)
+    files["params"] = str(out / "params.yaml")
+    if plot:
+        plot_identification(st, result, out / "identify.png")
+        files["report"] = str(out / "identify.png")
+    result.files = files
+    result.wall_s = time.perf_counter() - wall0
+    return result
+
+
+def _log_points(log_path: str | Path, st: _State, min_segment_s: float) -> dict[str, Any]:
+    """Friction points of one log into ``st.points`` (see :func:`identify_from_log`)."""
+    from controller.runlog import read_log
+
+    from .identify_sliding import binned_friction_points, sliding_samples
+
     run = read_log(log_path)
     missing = [c for c in LOG_REQUIRED if c not in run.columns]
     if missing:
         raise IdentificationError(f"identify: {log_path}: the log lacks column(s) {', '.join(missing)} "
                                   f"(needs {', '.join(LOG_REQUIRED)})")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    settings, p = st.settings, st.p
     t = run["t_s"]
     x = run["pos_rad"]
     vref = run["vel_ref_rad_s"]
-    tq = cfg.controller.Kt * run["current_a"]
+    tq = st.cfg.controller.Kt * run["current_a"]
     valid = np.isfinite(x) & np.isfinite(tq) & np.isfinite(t)
     if "fault" in run.columns:
         valid &= run["fault"] == 0
     if "drive_state" in run.columns:
         valid &= run["drive_state"] == float(DriveState.ENABLED)
-    dt = float(np.median(np.diff(t))) if t.size > 1 else cfg.loop.dt_s
-    p = planning_params(prior)
-    st = _State(cfg=cfg, settings=settings, prior=prior, p=p, dt=dt, J=cfg.controller.J,
-                q=cfg.plant.encoder.rad_per_count)
+    dt = float(np.median(np.diff(t))) if t.size > 1 else st.cfg.loop.dt_s
+    st.dt = dt
     segs = constant_velocity_segments(t, vref, min_duration_s=min_segment_s, valid=valid)
     groups: dict[float, dict[int, list[tuple[np.ndarray, np.ndarray]]]] = {}
     keys: list[float] = []
+    skipped: list[dict[str, Any]] = []
     for i0, i1, v in segs:
         speed = abs(v)
         settle = settle_time(speed, p, settings)
         j0 = i0 + int(math.ceil(settle / dt))
         if i1 - j0 < int(0.5 / dt):
-            st.skipped.append({"speed_rad_s": speed, "t_s": float(t[i0]),
-                               "reason": "stretch too short after the settle time"})
+            skipped.append({"speed_rad_s": speed, "t_s": float(t[i0]),
+                            "reason": "stretch too short after the settle time"})
             continue
         key = next((k for k in keys if abs(k - speed) <= 0.005 * speed), None)
         if key is None:
             key = speed
             keys.append(key)
         groups.setdefault(key, {}).setdefault(1 if v > 0 else -1, []).append((x[j0:i1], tq[j0:i1]))
+    info: dict[str, Any] = {"path": str(log_path), "segments": len(segs), "complete": run.complete}
+    if len(groups) < MIN_LOG_SPEEDS:
+        try:
+            samples = sliding_samples(t, x, tq, J=st.J, rad_per_count=st.q,
+                                      presliding_rad=p.Fs / p.sigma0, valid=valid)
+        except ValueError as err:
+            raise IdentificationError(f"identify: {log_path}: {err}") from None
+        pts = binned_friction_points(samples, dt_s=dt, source=str(log_path))
+        st.points += pts
+        info.update(method="quasi-steady sliding", ticks_used=int(samples.steady.sum()),
+                    ticks=int(t.size), points=len(pts))
+        return info
+    st.skipped += skipped
     for speed in sorted(groups):
         merged = {d: (np.concatenate([a for a, _ in lst]), np.concatenate([b for _, b in lst]))
                   for d, lst in groups[speed].items()}
@@ -1167,31 +1418,10 @@ def identify_from_log(log_path: str | Path, cfg: Config, out_dir: str | Path, *,
                     if k in b:
                         a[k] = b[k]
         for pt in pts:
-            pt["pass"] = "log"
+            pt["pass"] = str(log_path)
             st.points.append(pt)
-    if not st.points:
-        raise IdentificationError(f"identify: {log_path}: no constant-velocity stretch of at least "
-                                  f"{min_segment_s:g} s (vel_ref_rad_s constant and non-zero)")
-    _fit_sweep(st)
-    if "both" not in st.fits:
-        one = [d for d in ("forward", "reverse") if d in st.fits]
-        if not one:
-            raise IdentificationError(f"identify: {log_path}: cannot fit the Stribeck curve: "
-                                      + "; ".join(st.fit_notes.values()))
-        st.fits["both"] = st.fits[one[0]]
-        st.warnings.append(f"only {one[0]} motion in the log: offsets (gravity, sensor zero, "
-                           "cogging) are not cancelled")
-    result = _assemble(st)
-    result.diagnostics["log"] = {"path": str(log_path), "segments": len(segs), "complete": run.complete}
-    files = _write_raw(out, st, [])
-    _write_params(out / "params.yaml", result, cfg.axis)
-    files["params"] = str(out / "params.yaml")
-    if plot:
-        plot_identification(st, result, out / "identify.png")
-        files["report"] = str(out / "identify.png")
-    result.files = files
-    result.wall_s = time.perf_counter() - wall0
-    return result
+    info.update(method="constant-velocity stretches", speeds=len(groups))
+    return info
 
 
 __all__ = [

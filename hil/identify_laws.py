@@ -29,7 +29,7 @@ from controller.config import Config
 from controller.friction import DirectionalParams, FrictionParams, g
 from controller.gains import PIDGains
 from controller.pid import PID
-from controller.reference import HoldReference, Reference
+from controller.reference import HoldReference, Reference, SineReference
 from controller.safety import FaultKind
 from drivers.backend import Backend, Clock
 from drivers.errors import FrictionctlError
@@ -175,6 +175,37 @@ class TorqueProfile(ExperimentLaw):
                                  "(sliding)")
             self.done = True
         return self.profile(t)
+
+
+class SineSequence(Reference):
+    """Sines x = A·(1 − cos ω·τ) one after another, each for whole cycles (so each ends at rest
+    at 0 and the next starts there), then rest at 0. ``parts``: (amplitude [rad], frequency [Hz],
+    cycles). Two frequencies at the same peak speed make a = −ω²·(x − A) differ between the
+    parts, so a position-proportional torque is told apart from J·a (the inertia experiment)."""
+
+    def __init__(self, parts: list[tuple[float, float, int]], start_s: float = 0.0) -> None:
+        self.parts: list[tuple[float, float, SineReference]] = []
+        t = start_s
+        for amp, f, cycles in parts:
+            if cycles < 1:
+                raise ValueError(f"cycles: must be >= 1, got {cycles}")
+            self.parts.append((t, t + cycles / f, SineReference(amp, f, start_s=t)))
+            t += cycles / f
+        self.end_s = t
+
+    def sample(self, t_s: float):
+        for t0, t1, ref in self.parts:
+            if t0 <= t_s < t1:
+                return ref.sample(t_s)
+        return (0.0, 0.0, 0.0)
+
+    def reversals(self, until_s: float) -> list[float]:
+        out: list[float] = []
+        for t0, t1, ref in self.parts:
+            out += [r for r in ref.reversals(min(until_s, t1)) if r < t1]
+            if t1 <= until_s:
+                out.append(t1)  # the next part starts from rest in the opposite sense
+        return [r for r in out if r <= until_s]
 
 
 def record_from_log(name: str, log_path: Path, Kt: float) -> Record:

@@ -21,6 +21,7 @@ import numpy as np
 
 from controller.config import Config, config_from_mapping
 from controller.friction import FrictionParams
+from controller.params_file import IdentifiedParams, apply_params
 from controller.runlog import RunLog, read_log
 from controller.runner import controlled_mask, with_units, write_summary
 from controller.schema import ConfigError
@@ -143,9 +144,12 @@ def replay_capture(path: Path, cfg: Config, out_dir: Path, *, protocol: str | No
     return summary
 
 
-def with_params(cfg: Config, friction: FrictionParams) -> Config:
-    """What-if: the controller believes ``friction`` (e.g. an identified params.yaml)."""
-    return dataclasses.replace(cfg, controller=dataclasses.replace(cfg.controller, friction=friction))
+def with_params(cfg: Config, params: FrictionParams | IdentifiedParams) -> Config:
+    """What-if: the controller believes ``params`` (a friction set, or an identified params.yaml
+    read by :func:`controller.params_file.load_params_file`: its friction, and J if it has one)."""
+    if isinstance(params, IdentifiedParams):
+        return apply_params(cfg, params)
+    return dataclasses.replace(cfg, controller=dataclasses.replace(cfg.controller, friction=params))
 
 
 def replay_summary(res: ReplayResult) -> dict[str, Any]:
@@ -224,7 +228,7 @@ class ReplayTask:
 
     source: Path
     out_dir: Path
-    params: FrictionParams | None = None
+    params: FrictionParams | IdentifiedParams | None = None
     compensation: str | None = None
     plot: bool = True
     capture_cfg: Config | None = None
@@ -265,7 +269,7 @@ def format_batch(summaries: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def replay(log_path: Path, out_dir: Path, *, params: FrictionParams | None = None,
+def replay(log_path: Path, out_dir: Path, *, params: FrictionParams | IdentifiedParams | None = None,
            compensation: str | None = None, plot: bool = True,
            progress: Callable[[float, float], None] | None = None) -> dict[str, Any]:
     """``frictionctl replay`` on a run log: summary.json, replay.png in out_dir."""

@@ -183,6 +183,7 @@ def test_default_settings_all_experiments_and_outputs(tmp_path):
     true = cfg.plant.friction
     assert result.friction.sigma1 == pytest.approx(true.sigma1, rel=0.5)  # see hil/identify_fit.py
     assert result.sources["sigma1"] == "ringing" and result.sources["sigma0"] == "presliding"
+    assert result.J == pytest.approx(cfg.plant.J, rel=0.005)  # the inertia experiment
     for name in ("params.yaml", "identify.json", "experiments/sweep/run.fctl", "identify.png"):
         assert (tmp_path / name).stat().st_size > 0
     found, data = load_params(tmp_path / "params.yaml")
@@ -260,18 +261,19 @@ def test_stick_slip_points_are_rejected(tmp_path):
 # --- safety ---------------------------------------------------------------------------------------
 
 
-def test_drive_fault_during_the_sweep_stops_safely_with_a_clear_error(tmp_path):
+def test_drive_fault_during_an_experiment_stops_safely_with_a_clear_error(tmp_path):
     cfg = reference_config()
-    with pytest.raises(IdentificationError, match=r"'sweep'.*DRIVE_FAULT.*injected drive fault"):
+    # the first experiment (a breakaway ramp) is running at t = 3 s
+    with pytest.raises(IdentificationError, match=r"'breakaway_fwd_1'.*DRIVE_FAULT.*injected drive fault"):
         run_identify(cfg, tmp_path, faults=((3.0, "drive_fault"),))
     raw = json.loads((tmp_path / "identify.json").read_text())
     assert raw["status"] == "failed" and "DRIVE_FAULT" in raw["error"]
     # the experiment ran through the ControlLoop: its log is complete and records the fault
-    run = read_log(tmp_path / "experiments" / "sweep" / "run.fctl")
-    assert run.complete and run.header["experiment"] == "sweep"
+    run = read_log(tmp_path / "experiments" / "breakaway_fwd_1" / "run.fctl")
+    assert run.complete and run.header["experiment"] == "breakaway_fwd_1"
     assert FaultKind(int(run["fault"][-1])) is FaultKind.DRIVE_FAULT
     assert run["t_s"][-1] == pytest.approx(3.0, abs=0.1)  # stopped there, not at the plan's end
-    summary = json.loads((tmp_path / "experiments" / "sweep" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "experiments" / "breakaway_fwd_1" / "summary.json").read_text())
     assert "DRIVE_FAULT" in summary["faults"][0] and summary["drive_enabled_at_exit"] is False
 
 
@@ -283,7 +285,7 @@ def test_a_fault_during_an_experiment_takes_the_loops_stop(tmp_path):
     with pytest.raises(IdentificationError, match="NON_FINITE.*current"):
         identify(cfg, backend, clock, tmp_path, settings=FAST)
     assert not backend.enabled and backend.is_open
-    run = read_log(tmp_path / "experiments" / "sweep" / "run.fctl")
+    run = read_log(tmp_path / "experiments" / "breakaway_fwd_1" / "run.fctl")
     assert run.complete  # the loop's crash-safe log, closed by its stop path
     # a non-finite current is an STO fault: the torque is off from the detecting tick
     k = int(np.argmax(run["fault"] != 0))
@@ -304,7 +306,8 @@ def test_a_stop_request_ramps_down_and_says_so(tmp_path):
             stop.set()  # what a SIGINT handler in the CLI would do
 
     with pytest.raises(IdentificationError, match="stopped on request"):
-        identify(cfg, backend, clock, tmp_path, settings=FAST, progress=progress, stop_event=stop)
+        identify(cfg, backend, clock, tmp_path, settings=FAST, progress=progress, stop_event=stop,
+                 experiments=("sweep",))  # moving: the stop ramps the torque down
     assert not backend.enabled
     run = read_log(tmp_path / "experiments" / "sweep" / "run.fctl")
     cmd, phase = run["torque_cmd_nm"], run["stop_phase"]
@@ -353,3 +356,112 @@ def test_identify_from_log_names_missing_columns(tmp_path):
             writer.append((k * 1e-3, 0.0))
     with pytest.raises(IdentificationError, match="vel_ref_rad_s, current_a"):
         identify_from_log(path, reference_config(), tmp_path / "out")
+
+
+# --- from ordinary operating logs (quasi-steady sliding) ----------------------------------------
+
+# a plant the believed (shipped) set does not describe: higher levels, a larger vs, more viscous
+SET_LOG = LuGreParams(Fc=0.24, Fs=0.32, vs=0.015, sigma0=3e4, sigma1=0.08, sigma2=0.05)
+
+
+def operating_log(tmp_path, plant, scenario, duration_s):
+    """A run of a demo scenario with the shipped believed set on another plant (stribeck mode)."""
+    from hil.scenarios import sim_run
+
+    cfg = plant_config(friction=plant)
+    summary = sim_run(cfg, scenario, tmp_path / scenario, compensation="stribeck",
+                      duration_s=duration_s, seed=3, plot=False)
+    assert not summary["faults"]
+    return cfg, summary["log"]
+
+
+def test_identify_from_a_sine_log_of_another_plant(tmp_path):
+    """The reversal sine (0.05 rad/s peak) has no constant-velocity stretch: its quasi-steady
+    sliding is binned by speed. Measured: Fc +1.0 %, Fs +0.4 %, vs −2.0 % (sigma2 is not seen
+    below 0.05 rad/s)."""
+    cfg, log = operating_log(tmp_path, SET_LOG, "reversal", 8.0)
+    result = identify_from_log(log, cfg, tmp_path / "id", plot=False)
+    assert result.diagnostics["log"]["method"] == "quasi-steady sliding"
+    assert not result.directional  # cogging over the sine's angles must not look like asymmetry
+    f = result.friction
+    assert f.Fc == pytest.approx(SET_LOG.Fc, rel=0.03) and f.Fs == pytest.approx(SET_LOG.Fs, rel=0.03)
+    assert f.vs == pytest.approx(SET_LOG.vs, rel=0.1)
+    assert result.sources["vs"] == "sweep" and result.sources["sigma0"] == "prior"
+
+
+def test_identify_from_a_scan_log_fits_the_levels_and_says_what_it_held(tmp_path):
+    """A scan runs at one speed (and its ramps): Fc and Fs are fitted with vs, sigma2 held at the
+    prior's (here right: only the levels differ from the believed set)."""
+    plant = LuGreParams(Fc=0.16, Fs=0.24, vs=0.01, sigma0=3e4, sigma1=0.08, sigma2=0.04)
+    cfg, log = operating_log(tmp_path, plant, "scan", 10.0)
+    result = identify_from_log(log, cfg, tmp_path / "id", plot=False)
+    f = result.friction
+    assert f.Fc == pytest.approx(plant.Fc, rel=0.03) and f.Fs == pytest.approx(plant.Fs, rel=0.03)
+    assert result.sources["vs"] == "prior (held)" and result.sources["sigma2"] == "prior (held)"
+    _, data = load_params(tmp_path / "id" / "params.yaml")
+    assert "held at the prior" in data["diagnostics"]["sweep"]["notes"]["both"]
+
+
+def test_fit_inertia_tells_J_from_cogging_with_two_frequencies():
+    from hil.identify_sliding import fit_inertia, sliding_samples
+
+    q = 2 * math.pi / 2**24
+    dt = 1e-3
+    J, Fc, s2 = 0.08, 0.2, 0.04
+    t = np.arange(int(6.5 / dt)) * dt
+    w1 = 8.75
+    A1 = 0.6 / w1
+    t1 = 3 * 2 * np.pi / w1
+    x = np.where(t < t1, A1 * (1 - np.cos(w1 * t)), 2 * A1 * (1 - np.cos(0.5 * w1 * (t - t1))))
+    a = np.where(t < t1, A1 * w1**2 * np.cos(w1 * t), 0.5 * A1 * w1**2 * np.cos(0.5 * w1 * (t - t1)))
+    v = np.gradient(x, dt)
+    cogging = 0.005 * np.sin(36 * x) + 0.001 * np.sin(2 * x + 0.7)
+    tq = J * a + Fc * np.sign(v) + s2 * v + cogging + np.random.default_rng(0).normal(0, 0.0024, t.size)
+    s = sliding_samples(t, np.round(x / q) * q, tq, J=0.0, rad_per_count=q, presliding_rad=1e-5)
+    fit = fit_inertia(s, x, static=lambda u: np.sign(u) * (Fc + s2 * np.abs(u)))
+    assert fit.J == pytest.approx(J, rel=0.002)
+    assert abs(fit.J - J) < 3 * fit.se + 1e-5
+    assert fit.coefficients["position_torque_span_nm"] > 0.008  # the cogging, found as such
+
+
+def test_inertia_and_sigma1_on_a_plant_with_heavily_damped_bristles(tmp_path):
+    """The bench's `damped` table (sigma0 1e3, sigma1 16.4: sigma0/sigma1 = 61 rad/s), identified
+    from the shipped (wrong) prior: J from the two-sine experiment, sigma1 from the ringing with
+    that J. Measured with the default settings (seed 1): J −0.24 %, sigma1 +0.12 %, sigma0
+    +2.8 % (README, Identification)."""
+    from hil.bench_compensation import DAMPED
+
+    cfg = plant_config(friction=DAMPED)
+    result, _ = run_identify(cfg, tmp_path, experiments=("breakaway", "presliding", "sigma1", "sweep",
+                                                         "inertia"))
+    assert result.J == pytest.approx(cfg.plant.J, rel=0.01)
+    f = result.friction
+    assert f.sigma1 == pytest.approx(DAMPED.sigma1, rel=0.3)
+    assert f.sigma0 == pytest.approx(DAMPED.sigma0, rel=0.1)
+    assert f.Fc == pytest.approx(DAMPED.Fc, rel=0.05) and f.vs == pytest.approx(DAMPED.vs, rel=0.2)
+    # the soft bristles need travel to settle: the sweep was planned with the measured sigma0
+    assert result.diagnostics["sweep"]["points_used"]["both"] >= 6
+    data = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    assert data["J"] == pytest.approx(result.J, rel=1e-5) and data["uncertainty"]["J"] > 0
+
+
+@pytest.mark.parametrize("zeta", [0.001, 0.3, 1.6])
+def test_sigma1_fit_from_a_far_prior_over_the_damping_range(zeta):
+    """Torque steps inside pre-sliding simulated with sigma1 from a damping ratio of 0.001 … 1.6
+    (BRIEF §5 draws 0.1–2), fitted from the shipped prior's sigma1 (0.08): the fit starts from
+    several damping ratios, so it does not stall near the prior."""
+    from hil.identify_fit import fit_sigma1_ringing, simulate_presliding
+
+    q = 2 * math.pi / 2**24
+    dt, J, sigma0 = 1e-3, 0.08, 5e3
+    true = LuGreParams(Fc=0.2, Fs=0.28, vs=0.01, sigma0=sigma0, sigma1=zeta * 2 * math.sqrt(sigma0 * J),
+                       sigma2=0.04)
+    hold = 400
+    levels = [0.0, 0.06, 0.0, -0.06] * 2 + [0.0]
+    u = np.repeat(levels, hold)
+    x = simulate_presliding(true, J, u, dt)
+    pos = np.floor(x / q) * q  # the encoder
+    prior = dataclasses.replace(true, sigma1=0.08)
+    fit = fit_sigma1_ringing(pos, u, base=prior, J=J, dt_s=dt, rad_per_count=q,
+                             segments=[(0, 4 * hold), (4 * hold, 8 * hold)])
+    assert fit.sigma1 == pytest.approx(true.sigma1, rel=0.1)
