@@ -527,6 +527,15 @@ class Config:
             raise ConfigError("drive.timeout_s", f"must be shorter than safety.stale_ticks periods "
                                                  f"({stale_s:g} s) on the real clock, got "
                                                  f"{self.drive.timeout_s}")
+        # an ODrive watchdog is fed by the loop's traffic: waiting out one lost reply must not
+        # starve it (the drive would fault on a single lost frame)
+        watchdog = self.drive.watchdog_timeout_s
+        if (self.drive.protocol in ("odrive_can", "odrive_ascii") and math.isfinite(watchdog)
+                and not self.drive.timeout_s < watchdog):
+            raise ConfigError("drive.timeout_s", f"must be shorter than drive.watchdog_timeout_s "
+                                                 f"({watchdog:g} s) on the real clock, got "
+                                                 f"{self.drive.timeout_s}: one lost reply would "
+                                                 f"starve the drive watchdog")
 
     def scenario(self, name: str) -> ScenarioConfig:
         if name not in self.scenarios:

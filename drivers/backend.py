@@ -72,9 +72,14 @@ class Backend(abc.ABC):
     """Abstract drive. Subclasses implement the ``_``-prefixed hooks; the public methods enforce
     the lifecycle (template method) so every backend behaves alike."""
 
-    name = "abstract"
+    name: str = "abstract"
 
     def __init__(self) -> None:
+        # a subclass names itself by a class attribute; where that is an interpreted class's
+        # plain attribute, copy it, so the compiled base (which reads an instance slot) sees it
+        named = getattr(type(self), "name", None)
+        if isinstance(named, str):
+            self.name = named
         self._opened = False
         self._enabled = False  # the drive (as far as we know) accepts torque
         self._writable = False  # write() is allowed: False from the first step of a disable

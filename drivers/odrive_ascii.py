@@ -373,13 +373,13 @@ class ODriveAsciiBackend(Backend):
     def _disable(self) -> None:
         if self._ser is None:
             return
-        commands = [cmd_write(prop_requested_state(self.axis), int(AxisState.IDLE))]
-        if math.isfinite(self.watchdog_timeout_s):  # the inverse of enable(): IDLE needs no feeding
-            commands.append(cmd_write(prop_enable_watchdog(self.axis), 0))
-        self._send(commands)
+        self._send([cmd_write(prop_requested_state(self.axis), int(AxisState.IDLE))])
         self._axis_state = None
         if self._closed_loop_requested:
-            self._confirm_idle()
+            self._confirm_idle()  # raises when not confirmed: the watchdog then stays armed
+        if math.isfinite(self.watchdog_timeout_s) and not self.unprotected:
+            # the inverse of enable() (it switched the watchdog on), once IDLE needs no feeding
+            self._send([cmd_write(prop_enable_watchdog(self.axis), 0)])
 
     def _confirm_idle(self) -> None:
         """Poll ``current_state`` until IDLE within ``state_timeout_s``; else CommunicationError

@@ -152,12 +152,12 @@ def _overhauling(torque_nm: float) -> Callable[[Config], Expect]:
 
 def _heartbeat(cfg: Config, speedup: float = 1.0) -> Expect:
     """The heartbeat is supervised in wall time: in lockstep, ticks run ``speedup`` times
-    faster than the wall clock (the run's measured realtime_factor; twice it, as the pace is
-    not even)."""
+    faster than the wall clock (measured from the injection to the detection by the tick's wall
+    times, :func:`_speedup`), so the bound is twice (timeout + period) of wall time in ticks."""
     period = max(HEARTBEAT_PERIOD_S, ODRIVE_HEARTBEAT_PERIOD_S)
     ticks = (cfg.drive.heartbeat_timeout_s + period) * cfg.loop.rate_hz * 2.0 * max(speedup, 1.0)
     return Expect("STO", math.ceil(ticks),
-                  "(heartbeat timeout + period) in wall time × rate × 2·realtime_factor")
+                  "2·(heartbeat timeout + period) of wall time, in ticks")
 
 
 def _ride_through(cfg: Config) -> Expect:
@@ -254,7 +254,8 @@ def run_case(base: Config, case: Case, out: Path, seed: int = 1) -> Row:
             cfg = rig.cfg
     record_injected(out, summary, trigger)
     injected = trigger.fired[0][0] if trigger.fired else None
-    return evaluate(cfg, case, out / "run.fctl", summary, injected, drive_enabled, coast)
+    return evaluate(cfg, case, out / "run.fctl", summary, injected, drive_enabled, coast,
+                    trigger.wall_s)
 
 
 def _session(cfg: Config, scenario: ScenarioConfig, backend, clock, seed: int, truth) -> Session:
@@ -275,13 +276,23 @@ def stop_category(phases: np.ndarray, hold_s: float) -> str:
     return f"{base}→STO" if np.any(stop == StopPhase.STO) else base
 
 
+def _speedup(summary: dict, rate_hz: float, injected: int | None, detected: int | None,
+             wall_s: dict[int, float]) -> float:
+    """How many times faster than the wall clock the ticks ran from the injection to the
+    detection (the whole run's realtime factor where either is unknown): a bound in wall time
+    times this is the bound in ticks."""
+    if injected is not None and detected and injected in wall_s and injected + detected in wall_s:
+        elapsed = wall_s[injected + detected] - wall_s[injected]
+        if elapsed > 0:
+            return detected / rate_hz / elapsed
+    return float(summary.get("realtime_factor") or 1.0)
+
+
 def evaluate(cfg: Config, case: Case, log_path: Path, summary: dict, injected: int | None,
-             drive_enabled: bool, coast: tuple[float, float]) -> Row:
-    """A case's row from its log, summary and the drive's state after the run."""
-    if case.expect is _heartbeat:
-        expect = _heartbeat(cfg, float(summary.get("realtime_factor") or 1.0))
-    else:
-        expect = case.expect(cfg)
+             drive_enabled: bool, coast: tuple[float, float],
+             wall_s: dict[int, float] | None = None) -> Row:
+    """A case's row from its log, summary and the drive's state after the run. ``wall_s``:
+    the wall time of each tick (the trigger's), for faults supervised in wall time."""
     log = read_log(log_path)
     rate = cfg.loop.rate_hz
     ticks = np.rint(log["t_s"] * rate).astype(np.int64)
@@ -290,6 +301,10 @@ def evaluate(cfg: Config, case: Case, log_path: Path, summary: dict, injected: i
     first = int(detected_rows[0]) if detected_rows.size else None
     detected = None if first is None or injected is None else int(ticks[first]) - injected
     fault_name = FaultKind(int(fault[first])).name if first is not None else "—"
+    if case.expect is _heartbeat:
+        expect = _heartbeat(cfg, _speedup(summary, rate, injected, detected, wall_s or {}))
+    else:
+        expect = case.expect(cfg)
     phases = log["stop_phase"]
     category = stop_category(phases, cfg.safety.hold_s)
     start = int(np.searchsorted(ticks, injected if injected is not None else ticks[-1]))

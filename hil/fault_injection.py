@@ -23,6 +23,7 @@ sent on the python-can bus, the pseudo-terminal really closed. The drivers are n
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -143,6 +144,9 @@ class FaultTrigger(Clock):
         self._inject = inject
         self._t0: float | None = None
         self.fired: list[tuple[int, ScenarioFault]] = []
+        # wall time at which each tick's wait ended [s, perf_counter]: a fault supervised in
+        # wall time (a lost heartbeat) is judged in wall time even when the ticks run lockstep
+        self.wall_s: dict[int, float] = {}
 
     def now(self) -> float:
         return self._clock.now()
@@ -151,8 +155,9 @@ class FaultTrigger(Clock):
         self._clock.sleep_until(t_s)
         if self._t0 is None:
             self._t0 = t_s
+        k = round((t_s - self._t0) / self._dt)
+        self.wall_s[k] = time.perf_counter()
         if self.pending:
-            k = round((t_s - self._t0) / self._dt)
             while self.pending and self.pending[0].at_s <= k * self._dt + 1e-9:
                 fault = self.pending.pop(0)
                 self._inject(fault)

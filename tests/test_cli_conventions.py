@@ -184,3 +184,21 @@ def test_first_contact_failure_is_one_line_and_writes_nothing(tmp_path, base, ca
     assert err[0].startswith("frictionctl: error: drive.interface") and names in err[0]
     assert "cannot open the link" in err[0] and "Traceback" not in err[0]
     assert not out.exists()  # no log, no report, no table of nan
+
+
+def test_real_clock_refuses_a_receive_timeout_that_starves_the_drive_watchdog(tmp_path, base):
+    data = copy.deepcopy(base)
+    # inside the stale window (5 ticks at 1 kHz), but not shorter than the 4 ms drive watchdog
+    data["safety"]["stale_ticks"] = 5
+    data["drive"].update(protocol="odrive_ascii", port="/dev/null", timeout_s=0.004,
+                         watchdog_timeout_s=0.004)
+    cfg = load_config(_write(tmp_path, data))  # fine in lockstep
+    with pytest.raises(ConfigError) as exc:
+        cfg.check_real_clock()
+    assert str(exc.value).startswith("drive.timeout_s: must be shorter than drive.watchdog_timeout_s")
+    out = tmp_path / "out"
+    rc = cli.main(["run", "--config", str(_write(tmp_path, data)), "--scenario", "creep",
+                   "--out", str(out)])
+    assert rc == 2 and not out.exists()
+    data["drive"]["watchdog_timeout_s"] = float("inf")  # no watchdog set: nothing to starve
+    load_config(_write(tmp_path, data)).check_real_clock()
