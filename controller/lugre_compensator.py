@@ -27,6 +27,7 @@ Per tick (all in :meth:`LuGreCompensator.step`, SI units):
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ from .estimation_config import (AdaptationConfig, ObserverConfig, ScheduleConfig
                                 resolve_observer)
 from .friction import DirectionalParams, FrictionParams, g
 from .gains import PIDGains
+from .learning import PathTable, SpeedTable, StaticCurveFit, quasi_steady
 from .observer import LuGreObserver, MomentumObserver, Watchdog
 from .schedule import Scheduler
 
@@ -104,10 +106,35 @@ class LuGreCompensator(Compensator):
         if adaptation is not None:
             self.adapter = FcAdapter(adaptation, self.estimator.active.Fc)
             self.drift = DriftMonitor(adaptation)
-        self._max_ff_step = (schedule.max_ff_step_nm or math.inf) if schedule is not None else math.inf
+        base = representative(friction)
+        self._believed = friction  # the configured set (the schedule's base)
+        self._base = base
+        # bound of a parameter-induced feedforward change per tick: the schedule's, else its rule
+        self._max_ff_step = ((schedule.max_ff_step_nm or math.inf) if schedule is not None
+                             else 0.05 * base.Fc)
+        self.speed_table: SpeedTable | None = None
+        self.path_table: PathTable | None = None
+        if observer.learning:
+            lag = 1.0 / (2.0 * math.pi * observer.momentum_bandwidth_hz)
+            self.path_table = PathTable(base.Fs, base.sigma0, observer.learning_limit_nm,
+                                        observer.learning_time_constant_s, lag)
+            if adaptation is not None:  # the measured curve is a parameter adaptation
+                self.speed_table = SpeedTable(base.vs, adaptation.fc_min_nm / base.Fc,
+                                              adaptation.fc_max_nm / base.Fc,
+                                              observer.learning_evidence_s,
+                                              adaptation.time_constant_s)
+        self._table_gate = 3.0 * base.vs  # the table's top without an adapter: 3·vs
+        self._qs_fs = base.Fs
+        self._qs_sigma0 = base.sigma0
+        self.curve_fit: StaticCurveFit | None = None
+        self._auto = False
+        if (adaptation is not None and adaptation.stribeck != "off"
+                and self.speed_table is not None):
+            self.curve_fit = StaticCurveFit(base.vs, base.sigma2, base.delta)
+            self._auto = adaptation.stribeck == "auto"
         # the feedforward model with the previous tick's parameters, for the bump on a switch
         self._shadow = LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=margin)
-        self._switched_from: tuple[FrictionParams, float] | None = None
+        self._switched_from: tuple[FrictionParams, float, float] | None = None
         self.warnings: list[str] = list(self.scheduler.warnings) if self.scheduler else []
         self.reset()
 
@@ -154,6 +181,45 @@ class LuGreCompensator(Compensator):
         if self.adapter is not None:
             self.adapter.gate.lo = self._gate_max
             self.drift.high_gate.lo = self._gate_max
+        self.path_nm = 0.0  # path-table term in the feedforward [N·m]
+        self._dir = 0  # direction of the reference since it last started or reversed
+        self._dir_start_ref = 0.0  # reference position where it did [rad]
+        self._dir_start_pos = 0.0  # measured position there [rad]
+        if self.speed_table is not None:
+            self.speed_table.reset()
+        if self.path_table is not None:
+            self.path_table.reset()
+        if self.curve_fit is not None:
+            self.curve_fit.reset()
+        self.curve_factors: tuple[float, float, float, float] | None = None  # applied (auto)
+        self._curve_applied_s = -math.inf
+        if self.estimator.params is not self._current_set():
+            self._set_params(self._current_set())
+            self._switched_from = None  # a reset starts afresh: no bump to absorb
+
+    def _current_set(self) -> FrictionParams:
+        """The set the models use: the scheduler's blend (else the believed set), with the
+        applied static-curve factors (``adaptation.stribeck: auto``) on top."""
+        params = self.scheduler.params if self.scheduler is not None else self._believed
+        factors = self.curve_factors
+        if factors is None:
+            return params
+        return _factored(params, factors)
+
+    def _set_params(self, params: FrictionParams) -> None:
+        """Swap the models' set between ticks; the feedforward bump it causes is absorbed on the
+        next step and released at ``max_ff_step_nm`` per tick (bumpless)."""
+        model = self.ff_model if self.ff_model is not None else self.estimator
+        if self._switched_from is None:
+            self._switched_from = (model.params, model.L, model.scale)
+        self.estimator.set_params(params)
+        if self._residual:  # keep ω_L = L·sigma0 at the configured bandwidth
+            self.estimator.L = LuGreObserver.gain_for(self.cfg.bandwidth_hz, params)
+        if self.ff_model is not None:
+            self.ff_model.set_params(params)
+            self.ff_model.L = self.estimator.L
+        if self._static is not None:
+            self._static.params = params
 
     def _schedule(self, s: TickSignals, dt_s: float) -> None:
         sched = self.scheduler
@@ -161,20 +227,35 @@ class LuGreCompensator(Compensator):
         sched.update(dt_s, temperature_c=s.temperature_c, payload_kg=s.payload_kg,
                      speed_rad_s=abs(v_ref), direction=(v_ref > 0.0) - (v_ref < 0.0))
         if sched.changed:
-            params = sched.params
-            model = self.ff_model if self.ff_model is not None else self.estimator
-            if self._switched_from is None:
-                self._switched_from = (model.params, model.L)
-            self.estimator.set_params(params)
-            if self._residual:  # keep ω_L = L·sigma0 at the configured bandwidth
-                self.estimator.L = LuGreObserver.gain_for(self.cfg.bandwidth_hz, params)
-            if self.ff_model is not None:
-                self.ff_model.set_params(params)
-                self.ff_model.L = self.estimator.L
-            if self._static is not None:
-                self._static.params = params
+            self._set_params(self._current_set())
             self.weights = sched.weights
             self.pid_gains = sched.gains
+
+    def _apply_curve(self, t_s: float) -> None:
+        """``adaptation.stribeck: auto``: the confident static-curve fit becomes the models' curve
+        (factors on the set in use, so a schedule keeps its regions); the Fc adapter restarts
+        from it, the speed table is re-expressed against it."""
+        fit = self.curve_fit
+        if fit is None or fit.best is None:
+            return
+        fc, fs, vs, s2 = fit.best
+        b = self._base
+        factors = (fc / b.Fc, fs / b.Fs, vs / b.vs, s2 / b.sigma2 if b.sigma2 > 0.0 else 1.0)
+        old = self.curve_factors or (1.0, 1.0, 1.0, 1.0)
+        if max(abs(f / o - 1.0) for f, o in zip(factors[:3], old[:3])) <= 0.1:
+            return
+        self.curve_factors = factors
+        self._curve_applied_s = t_s
+        params = self._current_set()
+        self._set_params(params)
+        if self.adapter is not None:
+            self.adapter.scale = 1.0
+        table = self.speed_table
+        p = representative(params)
+        for i in range(len(table.q)):
+            if table.count[i]:
+                v = table.speed[i]
+                table.q[i] = (table.friction[i] - p.sigma2 * v) / g(p, v)
 
     def _fallback_ff(self, s: TickSignals, v: float, r: float, fallback: bool, dt_s: float) -> float:
         """The fallback feedforward: the static Stribeck curve of the reference — unless that
@@ -220,6 +301,14 @@ class LuGreCompensator(Compensator):
         ff_model = self.ff_model
         switched = self._switched_from is not None
         shadow_z = (ff_model or est).z_hat  # the feedforward model's state before this step
+        table = self.speed_table
+        if table is not None and finite:  # the measured curve below the gate (module docstring)
+            default = self.adapter.scale if self.adapter is not None else 1.0
+            gate = self.adapter.gate.lo if self.adapter is not None else self._table_gate
+            table.refill(default, gate)
+            est.scale = table.scale_at(v if v >= 0.0 else -v, default, gate)
+            if ff_model is not None:
+                ff_model.scale = table.scale_at(v_ref if v_ref >= 0.0 else -v_ref, default, gate)
         if finite:
             mo = self.momentum
             if first:
@@ -250,6 +339,7 @@ class LuGreCompensator(Compensator):
         hold = s.saturated or s.faulted or not finite
         if self.adapter is not None:
             p = est.active
+            table_scale = est.scale  # the level the estimator used this tick
             speed_ref = v_ref if v_ref >= 0.0 else -v_ref
             if self._gate_auto and speed_ref > self._peak_vref:  # gate reachable by the motion
                 self._peak_vref = speed_ref
@@ -263,7 +353,13 @@ class LuGreCompensator(Compensator):
             if ff_model is not None:
                 ff_model.scale = scale
             self.fc_hat_nm = scale * p.Fc
-            drift = self.drift.step(residual, v, p.vs, dt_s, hold or fallback,
+            # the drift monitor judges the believed curve: the residual it would have left, i.e.
+            # with what the speed table changed in the level added back
+            believed_residual = residual
+            if table_scale != scale and v != 0.0 and finite:
+                level = (table_scale - scale) * g(p, v)
+                believed_residual += level if v > 0.0 else -level
+            drift = self.drift.step(believed_residual, v, p.vs, dt_s, hold or fallback,
                                     sliding=self.adapter.direction)
             if speed_ref > 0.0 and not hold:  # inconsistency judged while moving
                 mean = self._abs_residual
@@ -286,8 +382,16 @@ class LuGreCompensator(Compensator):
                     self.reidentify_t_s = s.t_s
         else:
             self.fc_hat_nm = est.active.Fc
+        dob_input = residual
+        if self.path_table is not None:
+            dob_input = self._learn(s, r, residual, hold, dt_s)
         if self._dob:
-            model += self._dob_step(residual, v_ref, s.acc_ref_rad_s2, dt_s, hold)
+            self._dob_step(dob_input, v_ref, s.acc_ref_rad_s2, dt_s, hold)
+        learned = self.dob_nm + self.path_nm  # together within ±dob_limit_nm
+        lim = self._dob_limit
+        learned = lim if learned > lim else (-lim if learned < -lim else learned)
+        self.learned_nm = learned
+        model += learned
         # crossfade observer <-> fallback
         lam = self.fallback_weight
         if fallback or lam > 0.0:
@@ -365,18 +469,68 @@ class LuGreCompensator(Compensator):
         self.dob_weight = w
         term *= w
         self.dob_nm = term
-        self.learned_nm = term
         return term
+
+    def _learn(self, s: TickSignals, r: float, residual: float, hold: bool, dt_s: float) -> float:
+        """The learned tables (module :mod:`controller.learning`): the direction and distance
+        of the reference since it last started or reversed; a static-curve sample in
+        quasi-steady sliding; the path table stepped (its term in ``path_nm``); the curve fit
+        one candidate on; ``auto`` applies a confident fit. Returns the DOB's input: the residual
+        less what the path table already predicts."""
+        if hold:  # frozen: nothing learned, the term held
+            return residual
+        v_ref = s.vel_ref_rad_s
+        direction = (v_ref > 0.0) - (v_ref < 0.0)
+        if direction != self._dir:
+            self._dir = direction
+            self._dir_start_ref = s.pos_ref_rad
+            self._dir_start_pos = s.pos_rad
+        path = self.path_table
+        if direction == 0:
+            self.path_nm = path.step(0.0, 0, 0.0, 0.0, dt_s, True)
+            return residual
+        d_ref = s.pos_ref_rad - self._dir_start_ref
+        speed_ref = v_ref if v_ref > 0.0 else -v_ref
+        self.path_nm = path.step(d_ref if d_ref >= 0.0 else -d_ref, direction, speed_ref,
+                                 residual, dt_s, False)
+        vel = s.vel_rad_s
+        travel = s.pos_rad - self._dir_start_pos
+        travel = travel if travel >= 0.0 else -travel
+        if self.speed_table is not None and quasi_steady(vel, v_ref, s.acc_ref_rad_s2, travel, self._qs_fs, self._qs_sigma0,
+                        path.lag_s):
+            speed = vel if vel >= 0.0 else -vel
+            p = self.estimator.active
+            friction = r if vel > 0.0 else -r
+            self.speed_table.sample(speed, friction, (friction - p.sigma2 * speed) / g(p, speed),
+                                    dt_s)
+        fit = self.curve_fit
+        if fit is not None:
+            fit.step(self.speed_table)
+            if self._auto and fit.confident and s.t_s - self._curve_applied_s >= 5.0:
+                self._apply_curve(s.t_s)
+        return residual - path.predicted_nm
 
     def _shadow_step(self, model: LuGreObserver, z_prev: float, args: tuple) -> float:
         """The model's output this tick had the parameters not changed (same state, inputs)."""
-        params, L = self._switched_from
+        params, L, scale = self._switched_from
         sh = self._shadow
+        sh.scale = scale
         sh.set_params(params)
         sh.L = L
-        sh.scale = model.scale
         sh.z_hat = z_prev
         return sh.step(*args)
+
+
+def _factored(params: FrictionParams, factors: tuple[float, float, float, float]
+              ) -> FrictionParams:
+    """``params`` with Fc, Fs, vs, sigma2 multiplied by ``factors`` (Fs kept >= Fc)."""
+    kfc, kfs, kvs, ks2 = factors
+    if isinstance(params, DirectionalParams):
+        return DirectionalParams(_factored(params.forward, factors),
+                                 _factored(params.reverse, factors))
+    fc = params.Fc * kfc
+    return replace(params, Fc=fc, Fs=max(params.Fs * kfs, fc), vs=params.vs * kvs,
+                   sigma2=params.sigma2 * ks2)
 
 
 def proposed_friction(comp: LuGreCompensator) -> FrictionParams:

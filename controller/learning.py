@@ -1,0 +1,369 @@
+"""What the friction compensator learns over repeated motions, and the online static curve.
+
+Units: rad, rad/s, N·m, s. Every step is a pure update with explicit ``dt_s``; plain floats and
+lists only (the per-tick path of the compensator).
+
+:class:`SpeedTable` — the static curve measured in quasi-steady sliding, as a ratio to the
+believed Stribeck level per |v| bin (log-spaced from 0.1·vs to 30·vs of the believed set). A
+sample is taken only in quasi-steady sliding (the rule in :func:`quasi_steady`): the momentum
+observer's friction r then is the static curve, whatever the motion (sines, scans, ramps,
+constant speed). Per bin a running mean (1/n, then forgetting with ``time_constant_s`` of
+in-bin time) of q = (r·sgn v − sigma2·|v|)/g(|v|), each sample projected to [q_min, q_max]
+(the Fc adapter's projection), and of |v|. :meth:`SpeedTable.refill` turns the bins into the
+scale the LuGre models multiply their Stribeck level by below the adaptation gate: from the
+gate up the adapter's scale (the Fc adapter owns the level there); below it, from the top down,
+each measured bin pulls the value of the bin above toward its measurement by its evidence
+(in-bin time / ``evidence_s``), an unmeasured bin holds the value above it — below the lowest
+measured bin only when that bin lies inside the Stribeck region (≤ 1.5·vs), else the adapter's
+scale (a ratio measured above the drop says nothing about the drop). The models keep
+their dynamics (pre-sliding, reversal), with the measured curve as their steady state.
+
+:class:`PathTable` — iterative learning along the path: the residual (measured − estimated
+friction) the model leaves, per direction and per distance travelled by the reference since it
+started moving in that direction (log-spaced bins from 0.05·Fs/sigma0 to 300·Fs/sigma0: the
+bristle scale, where breakaways and reversals live; LuGre friction after a reversal is a
+function of that distance at low speed). Each pass learns into a copy of the table (linear-
+interpolation weights, so the table stays smooth; the residual taken at the reference distance
+one momentum-observer lag earlier); the copy replaces the table when the pass ends (the
+reference stops or reverses), so what a pass learned is fed forward from the next pass on,
+before the residual appears, and never within the pass (no fast loop through the residual). Bounded to ±limit, frozen while held (saturation, fault,
+non-finite input), zero at rest and beyond the last bin (steady sliding pays no noise for it).
+
+:class:`StaticCurveFit` — Fc, Fs, vs, sigma2 fitted to the speed table's measured bins:
+for each vs of a log grid (vs/4 … 4·vs of the believed set, one candidate per tick so the tick
+stays cheap) a weighted linear least-squares fit of Fc, Fs − Fc, sigma2 (sigma2 pulled weakly
+toward the believed value, so it is only moved by data spanning speeds), keeping the best vs.
+The fit is *confident* (:attr:`StaticCurveFit.confident`) when the rule of
+:meth:`StaticCurveFit._judge` holds.
+"""
+
+from __future__ import annotations
+
+import math
+
+_LOG_LO = math.log(0.1)  # lowest speed-table edge: 0.1·vs
+_SPEED_BINS = 16  # log-spaced 0.1·vs … 30·vs
+_SPEED_SPAN = math.log(30.0) - _LOG_LO
+_PATH_BINS = 24  # log-spaced 0.05·Fs/sigma0 … 300·Fs/sigma0
+_PATH_LO = 0.05
+_PATH_SPAN = math.log(300.0 / 0.05)
+_VS_GRID = 25  # candidate vs, log-spaced vs/4 … 4·vs
+
+
+def quasi_steady(v: float, v_ref: float, a_ref: float, travel_rad: float, fs_nm: float,
+                 sigma0: float, lag_s: float) -> bool:
+    """The rule for a static-curve sample: moving with the reference (same sign, |v − v_ref| ≤
+    0.2·|v_ref|), past the bristle transient (travel since the reference took this direction ≥
+    5·Fs/sigma0), and the velocity changing by less than half within the bristle relaxation
+    time plus the measurement's lag (|a_ref|·(Fs/(sigma0·|v_ref|) + lag_s) ≤ 0.5·|v_ref|; the
+    relaxation time is g/(sigma0·|v|) ≤ Fs/(sigma0·|v|))."""
+    if v_ref == 0.0 or v * v_ref <= 0.0:
+        return False
+    speed = v_ref if v_ref > 0.0 else -v_ref
+    dv = v - v_ref
+    if dv > 0.2 * speed or dv < -0.2 * speed:
+        return False
+    if travel_rad < 5.0 * fs_nm / sigma0:
+        return False
+    acc = a_ref if a_ref >= 0.0 else -a_ref
+    return acc * (fs_nm / (sigma0 * speed) + lag_s) <= 0.5 * speed
+
+
+class SpeedTable:
+    """Measured static curve per |v| bin, as a ratio to the believed Stribeck level (module
+    docstring). ``scale_at(speed)`` after ``refill``: the level multiplier at that speed."""
+
+    __slots__ = ("v_lo", "vs_reach", "inv_step", "q_min", "q_max", "evidence_s", "time_constant_s",
+                 "q", "speed", "friction", "count", "seen_s", "filled", "centers")
+
+    def __init__(self, vs: float, q_min: float, q_max: float, evidence_s: float,
+                 time_constant_s: float) -> None:
+        self.v_lo = vs * math.exp(_LOG_LO)  # [rad/s]
+        self.vs_reach = 1.5 * vs  # below the lowest measured bin, held only if it is below this
+        self.inv_step = _SPEED_BINS / _SPEED_SPAN  # bins per unit of log(speed)
+        self.q_min = q_min  # [-]
+        self.q_max = q_max  # [-]
+        self.evidence_s = evidence_s  # in-bin time for full weight [s]
+        self.time_constant_s = time_constant_s  # forgetting, in-bin time [s]
+        step = _SPEED_SPAN / _SPEED_BINS
+        self.centers = [self.v_lo * math.exp((i + 0.5) * step) for i in range(_SPEED_BINS)]
+        self.reset()
+
+    def reset(self) -> None:
+        n = _SPEED_BINS
+        self.q = [1.0] * n  # mean ratio measured / believed level [-]
+        self.speed = [0.0] * n  # mean |v| of the samples [rad/s]
+        self.friction = [0.0] * n  # mean r·sgn(v) [N·m]
+        self.count = [0] * n
+        self.seen_s = [0.0] * n  # in-bin time [s]
+        self.filled = [1.0] * n  # the scale per bin after refill [-]
+
+    def index(self, speed: float) -> int:
+        """Bin of |v| (−1 below the table, n above)."""
+        if speed <= self.v_lo:
+            return -1
+        i = int(math.log(speed / self.v_lo) * self.inv_step)
+        return i if i < _SPEED_BINS else _SPEED_BINS
+
+    def sample(self, speed: float, friction_nm: float, ratio: float, dt_s: float) -> int:
+        """One quasi-steady sample: |v| [rad/s], r·sgn(v) [N·m] and its ratio to the believed
+        level; returns the bin (or −1 / n outside)."""
+        i = self.index(speed)
+        if i < 0 or i >= _SPEED_BINS:
+            return i
+        q = ratio if ratio <= self.q_max else self.q_max
+        q = q if q >= self.q_min else self.q_min
+        n = self.count[i] + 1
+        self.count[i] = n
+        alpha = 1.0 / n
+        forget = dt_s / self.time_constant_s
+        alpha = alpha if alpha > forget else forget
+        self.q[i] += alpha * (q - self.q[i])
+        self.speed[i] += alpha * (speed - self.speed[i])
+        self.friction[i] += alpha * (friction_nm - self.friction[i])
+        self.seen_s[i] += dt_s
+        return i
+
+    def refill(self, default: float, gate: float) -> None:
+        """The scale per bin, from the top down: ``default`` (the Fc adapter's scale) for every
+        bin whose centre is at or above ``gate``; below, each measured bin moves the value of
+        the bin above it toward its own measurement by its evidence weight (in-bin time /
+        evidence_s, at most 1); an unmeasured bin holds the value above it."""
+        filled = self.filled
+        prev = default
+        low = -1  # lowest measured bin
+        for i in range(_SPEED_BINS - 1, -1, -1):
+            if self.centers[i] >= gate:
+                prev = default
+            elif self.count[i]:
+                w = self.seen_s[i] / self.evidence_s
+                w = w if w < 1.0 else 1.0
+                prev = prev + w * (self.q[i] - prev)
+                low = i
+            filled[i] = prev
+        if low >= 0 and self.centers[low] > self.vs_reach:
+            for i in range(low):  # no measurement inside the Stribeck region: not extrapolated
+                filled[i] = default
+
+    def scale_at(self, speed: float, default: float, gate: float) -> float:
+        """Level multiplier at |v| = speed: linear in log|v| between bin centres (refill first)."""
+        if speed >= gate:
+            return default
+        if speed <= self.v_lo:
+            return self.filled[0]
+        u = math.log(speed / self.v_lo) * self.inv_step - 0.5
+        if u <= 0.0:
+            return self.filled[0]
+        i = int(u)
+        if i >= _SPEED_BINS - 1:
+            return default
+        f = u - i
+        return self.filled[i] + f * (self.filled[i + 1] - self.filled[i])
+
+    def measured_bins(self) -> list[int]:
+        """Bins with full evidence (for the static-curve fit)."""
+        return [i for i in range(_SPEED_BINS) if self.seen_s[i] >= self.evidence_s]
+
+
+class PathTable:
+    """Learned feedforward along the path from each start/reversal (module docstring)."""
+
+    __slots__ = ("d_lo", "inv_step", "limit_nm", "time_constant_s", "lag_s", "values",
+                 "pending", "counts", "term_nm", "predicted_nm", "_pass")
+
+    def __init__(self, fs_nm: float, sigma0: float, limit_nm: float, time_constant_s: float,
+                 lag_s: float) -> None:
+        self.d_lo = _PATH_LO * fs_nm / sigma0  # [rad]
+        self.inv_step = _PATH_BINS / _PATH_SPAN
+        self.limit_nm = limit_nm  # |value| bound [N·m]
+        self.time_constant_s = time_constant_s  # forgetting, in-bin time [s]
+        self.lag_s = lag_s  # the residual's lag (momentum observer) [s]
+        self.reset()
+
+    def reset(self) -> None:
+        self.values = [[0.0] * _PATH_BINS, [0.0] * _PATH_BINS]  # [forward, reverse] [N·m]
+        self.pending = [[0.0] * _PATH_BINS, [0.0] * _PATH_BINS]  # learned on the pass under way
+        self._pass = 0  # direction of the pass under way (0: none)
+        self.counts = [[0.0] * _PATH_BINS, [0.0] * _PATH_BINS]  # interpolation weight sums
+        self.term_nm = 0.0  # the term fed forward [N·m]
+        self.predicted_nm = 0.0  # the table at the lagged distance [N·m]
+
+    def _coord(self, d: float) -> float:
+        """Position of distance d [rad] on the bin-centre axis (−1: none, beyond the table)."""
+        if d <= self.d_lo:
+            return 0.0
+        u = math.log(d / self.d_lo) * self.inv_step - 0.5
+        if u >= _PATH_BINS - 1:
+            return -1.0
+        return u if u > 0.0 else 0.0
+
+    def _value(self, table: list[float], u: float) -> float:
+        i = int(u)
+        f = u - i
+        if f == 0.0 or i + 1 >= _PATH_BINS:
+            return table[i]
+        return table[i] + f * (table[i + 1] - table[i])
+
+    def step(self, d_rad: float, direction: int, speed: float, residual_nm: float, dt_s: float,
+             hold: bool) -> float:
+        """One tick at reference distance ``d_rad`` since the reference took ``direction``
+        (±1; 0: at rest, the term is 0), reference speed [rad/s]: learn from ``residual_nm``
+        (unless ``hold`` or non-finite) at the distance one residual lag earlier; return the term
+        at ``d_rad`` [N·m]. :attr:`predicted_nm` is the table's value at the lagged distance
+        (what it expects the residual to be now)."""
+        if direction != self._pass:  # a pass ended: what it learned is used from the next one
+            if self._pass != 0:
+                j = 0 if self._pass > 0 else 1
+                self.values[j][:] = self.pending[j]
+            self._pass = direction
+            if direction != 0:
+                j = 0 if direction > 0 else 1
+                self.pending[j][:] = self.values[j]
+        if direction == 0:
+            self.term_nm = 0.0
+            self.predicted_nm = 0.0
+            return 0.0
+        k = 0 if direction > 0 else 1
+        table = self.values[k]
+        back = speed * self.lag_s
+        u = self._coord(d_rad - back) if d_rad > back else 0.0
+        self.predicted_nm = self._value(table, u) if u >= 0.0 else 0.0
+        if u >= 0.0 and not hold and residual_nm == residual_nm:
+            self._learn(self.pending[k], self.counts[k], u, residual_nm, dt_s)
+        u = self._coord(d_rad)
+        term = self._value(table, u) if u >= 0.0 else 0.0
+        self.term_nm = term
+        return term
+
+    def _learn(self, table: list[float], counts: list[float], u: float, residual: float,
+               dt_s: float) -> None:
+        i = int(u)
+        f = u - i
+        forget = dt_s / self.time_constant_s
+        lim = self.limit_nm
+        for j, w in ((i, 1.0 - f), (i + 1, f)):
+            if w <= 0.0 or j >= _PATH_BINS:
+                continue
+            n = counts[j] + w
+            counts[j] = n
+            alpha = w / n
+            alpha = alpha if alpha > w * forget else w * forget
+            x = table[j] + alpha * (residual - table[j])
+            table[j] = lim if x > lim else (-lim if x < -lim else x)
+
+
+class StaticCurveFit:
+    """Online bounded fit of Fc, Fs, vs, sigma2 to a :class:`SpeedTable` (module docstring).
+    One vs candidate per :meth:`step`; a sweep over the grid publishes :attr:`best`."""
+
+    __slots__ = ("vs_grid", "delta", "sigma2_prior", "k", "_best", "_best_sse", "best", "rms_nm",
+                 "confident", "sweeps", "_history")
+
+    def __init__(self, vs: float, sigma2: float, delta: float) -> None:
+        self.vs_grid = [vs * 0.25 * 16.0 ** (i / (_VS_GRID - 1)) for i in range(_VS_GRID)]
+        self.delta = delta
+        self.sigma2_prior = sigma2  # [N·m·s/rad]
+        self.reset()
+
+    def reset(self) -> None:
+        self.k = 0
+        self._best: tuple[float, float, float, float] | None = None
+        self._best_sse = math.inf
+        self.best: tuple[float, float, float, float] | None = None  # (Fc, Fs, vs, sigma2)
+        self.rms_nm = math.nan  # weighted rms of the published fit over the bins [N·m]
+        self.confident = False
+        self.sweeps = 0
+        self._history: list[tuple[float, float, float, float]] = []
+
+    def step(self, table: SpeedTable) -> None:
+        """Evaluate the next vs candidate on the measured bins (needs ≥ 3 of them)."""
+        bins = table.measured_bins()
+        if len(bins) < 3:
+            return
+        vs = self.vs_grid[self.k]
+        fit = self._solve(table, bins, vs)
+        if fit is not None and fit[1] < self._best_sse:
+            self._best_sse = fit[1]
+            self._best = fit[0]
+        self.k += 1
+        if self.k == _VS_GRID:
+            self.k = 0
+            self._publish(table, bins)
+
+    def _solve(self, table: SpeedTable, bins: list[int], vs: float
+               ) -> tuple[tuple[float, float, float, float], float] | None:
+        # weighted least squares on F = Fc + dF·phi + s2·v, phi = exp(−(v/vs)^delta)
+        a11 = a12 = a13 = a22 = a23 = a33 = b1 = b2 = b3 = c = 0.0
+        vmax = 0.0
+        delta = self.delta
+        for i in bins:
+            v = table.speed[i]
+            f = table.friction[i]
+            r = v / vs
+            phi = math.exp(-(r * r if delta == 2.0 else r ** delta))
+            a11 += 1.0
+            a12 += phi
+            a13 += v
+            a22 += phi * phi
+            a23 += phi * v
+            a33 += v * v
+            b1 += f
+            b2 += phi * f
+            b3 += v * f
+            c += f * f
+            vmax = v if v > vmax else vmax
+        # weak prior sigma2 = believed: weight 0.1 of one bin at the top speed
+        w = 0.1 * vmax * vmax
+        a33 += w
+        b3 += w * self.sigma2_prior
+        c += w * self.sigma2_prior * self.sigma2_prior
+        det = (a11 * (a22 * a33 - a23 * a23) - a12 * (a12 * a33 - a23 * a13)
+               + a13 * (a12 * a23 - a22 * a13))
+        if not det > 1e-30 * (a11 * a22 * a33 + 1e-300):
+            return None
+        fc = (b1 * (a22 * a33 - a23 * a23) - a12 * (b2 * a33 - a23 * b3)
+              + a13 * (b2 * a23 - a22 * b3)) / det
+        df = (a11 * (b2 * a33 - b3 * a23) - b1 * (a12 * a33 - a23 * a13)
+              + a13 * (a12 * b3 - b2 * a13)) / det
+        s2 = (a11 * (a22 * b3 - a23 * b2) - a12 * (a12 * b3 - b2 * a13)
+              + b1 * (a12 * a23 - a22 * a13)) / det
+        if not (fc > 0.0 and df >= 0.0 and s2 >= 0.0):
+            return None
+        sse = (c - 2.0 * (fc * b1 + df * b2 + s2 * b3)
+               + fc * fc * a11 + df * df * a22 + s2 * s2 * a33
+               + 2.0 * (fc * df * a12 + fc * s2 * a13 + df * s2 * a23))
+        return (fc, fc + df, vs, s2), (sse if sse > 0.0 else 0.0)
+
+    def _publish(self, table: SpeedTable, bins: list[int]) -> None:
+        best, sse = self._best, self._best_sse
+        self._best, self._best_sse = None, math.inf
+        self.sweeps += 1
+        if best is None:
+            self.confident = False
+            return
+        self.best = best
+        self.rms_nm = math.sqrt(sse / (len(bins) + 0.1))
+        self._history.append(best)
+        if len(self._history) > 3:
+            self._history.pop(0)
+        self.confident = self._judge(table, bins)
+
+    def _judge(self, table: SpeedTable, bins: list[int]) -> bool:
+        """Confidence rule: ≥ 4 measured bins; one at or below the fitted vs and one at or above
+        3× it (the curve's drop is seen on both sides); vs not at an end of the grid; fit rms
+        over the bins ≤ 0.05·Fc; and the last 3 sweeps agree (vs within one grid step, Fs
+        within 5 %)."""
+        assert self.best is not None
+        fc, fs, vs, _ = self.best
+        speeds = [table.speed[i] for i in bins]
+        if len(bins) < 4 or min(speeds) > vs or max(speeds) < 3.0 * vs:
+            return False
+        if vs <= self.vs_grid[0] or vs >= self.vs_grid[-1] or self.rms_nm > 0.05 * fc:
+            return False
+        if len(self._history) < 3:
+            return False
+        step = 16.0 ** (1.0 / (_VS_GRID - 1)) * 1.0001
+        for _, fs_h, vs_h, _ in self._history:
+            if not (vs / step <= vs_h <= vs * step) or abs(fs_h - fs) > 0.05 * fs:
+                return False
+        return True
