@@ -9,13 +9,11 @@ sample is taken only in quasi-steady sliding (the rule in :func:`quasi_steady`):
 observer's friction r then is the static curve, whatever the motion (sines, scans, ramps,
 constant speed). Per bin a running mean (1/n, then forgetting with ``time_constant_s`` of
 in-bin time) of q = (r·sgn v − sigma2·|v|)/g(|v|), each sample projected to [q_min, q_max]
-(the Fc adapter's projection), and of |v|. :meth:`SpeedTable.refill` turns the bins into the
-scale the LuGre models multiply their Stribeck level by below the adaptation gate: from the
-gate up the adapter's scale (the Fc adapter owns the level there); below it, from the top down,
-each measured bin pulls the value of the bin above toward its measurement by its evidence
-(in-bin time / ``evidence_s``), an unmeasured bin holds the value above it — below the lowest
-measured bin only when that bin lies inside the Stribeck region (≤ 1.5·vs), else the adapter's
-scale (a ratio measured above the drop says nothing about the drop). The models keep
+(the Fc adapter's projection), and of |v|, r·sgn v. :meth:`SpeedTable.refill` turns the bins
+into the scale the LuGre models multiply their Stribeck level by (rule in its docstring): the
+measured ratio where there is evidence, the Fc adapter's scale where there is none. The
+models keep their dynamics (pre-sliding, reversal), with the measured curve as their steady
+state. The models keep
 their dynamics (pre-sliding, reversal), with the measured curve as their steady state.
 
 :class:`PathTable` — iterative learning along the path: the residual (measured − estimated
@@ -41,6 +39,9 @@ from __future__ import annotations
 
 import math
 
+from .friction import LuGreParams
+from .friction_step import g
+
 _LOG_LO = math.log(0.1)  # lowest speed-table edge: 0.1·vs
 _SPEED_BINS = 16  # log-spaced 0.1·vs … 30·vs
 _SPEED_SPAN = math.log(30.0) - _LOG_LO
@@ -48,6 +49,7 @@ _PATH_BINS = 24  # log-spaced 0.05·Fs/sigma0 … 300·Fs/sigma0
 _PATH_LO = 0.05
 _PATH_SPAN = math.log(300.0 / 0.05)
 _VS_GRID = 25  # candidate vs, log-spaced vs/4 … 4·vs
+_STABLE_SWEEPS = 40  # sweeps over the vs grid that must agree for confidence
 
 
 def quasi_steady(v: float, v_ref: float, a_ref: float, travel_rad: float, fs_nm: float,
@@ -56,7 +58,8 @@ def quasi_steady(v: float, v_ref: float, a_ref: float, travel_rad: float, fs_nm:
     0.2·|v_ref|), past the bristle transient (travel since the reference took this direction ≥
     5·Fs/sigma0), and the velocity changing by less than half within the bristle relaxation
     time plus the measurement's lag (|a_ref|·(Fs/(sigma0·|v_ref|) + lag_s) ≤ 0.5·|v_ref|; the
-    relaxation time is g/(sigma0·|v|) ≤ Fs/(sigma0·|v|))."""
+    relaxation time is g/(sigma0·|v|) ≤ Fs/(sigma0·|v|)). What lag bias is left is judged from
+    the data (:meth:`SpeedTable.measured_bins`)."""
     if v_ref == 0.0 or v * v_ref <= 0.0:
         return False
     speed = v_ref if v_ref > 0.0 else -v_ref
@@ -73,13 +76,15 @@ class SpeedTable:
     """Measured static curve per |v| bin, as a ratio to the believed Stribeck level (module
     docstring). ``scale_at(speed)`` after ``refill``: the level multiplier at that speed."""
 
-    __slots__ = ("v_lo", "vs_reach", "inv_step", "q_min", "q_max", "evidence_s", "time_constant_s",
-                 "q", "speed", "friction", "count", "seen_s", "filled", "centers")
+    __slots__ = ("v_lo", "vs_reach", "dead_band", "inv_step", "q_min", "q_max", "evidence_s",
+                 "time_constant_s", "q", "speed", "friction", "count", "seen_s", "filled",
+                 "centers", "side_q", "side_speed", "side_friction", "side_count", "side_seen_s")
 
     def __init__(self, vs: float, q_min: float, q_max: float, evidence_s: float,
                  time_constant_s: float) -> None:
         self.v_lo = vs * math.exp(_LOG_LO)  # [rad/s]
         self.vs_reach = 1.5 * vs  # below the lowest measured bin, held only if it is below this
+        self.dead_band = 0.05  # a measured ratio within ±5 % of the value above it changes nothing
         self.inv_step = _SPEED_BINS / _SPEED_SPAN  # bins per unit of log(speed)
         self.q_min = q_min  # [-]
         self.q_max = q_max  # [-]
@@ -91,10 +96,18 @@ class SpeedTable:
 
     def reset(self) -> None:
         n = _SPEED_BINS
-        self.q = [1.0] * n  # mean ratio measured / believed level [-]
-        self.speed = [0.0] * n  # mean |v| of the samples [rad/s]
+        # per side: [0] speeding up, [1] slowing down (the lags of the measurement and of the
+        # bristles bias the two oppositely; their mean cancels it to first order)
+        self.side_q = [[1.0] * n, [1.0] * n]
+        self.side_speed = [[0.0] * n, [0.0] * n]
+        self.side_friction = [[0.0] * n, [0.0] * n]
+        self.side_count = [[0] * n, [0] * n]
+        self.side_seen_s = [[0.0] * n, [0.0] * n]
+        # the bins as used (_combine)
+        self.q = [1.0] * n  # ratio measured / believed level [-]
+        self.speed = [0.0] * n  # mean |v| [rad/s]
         self.friction = [0.0] * n  # mean r·sgn(v) [N·m]
-        self.count = [0] * n
+        self.count = [0] * n  # samples
         self.seen_s = [0.0] * n  # in-bin time [s]
         self.filled = [1.0] * n  # the scale per bin after refill [-]
 
@@ -105,50 +118,91 @@ class SpeedTable:
         i = int(math.log(speed / self.v_lo) * self.inv_step)
         return i if i < _SPEED_BINS else _SPEED_BINS
 
-    def sample(self, speed: float, friction_nm: float, ratio: float, dt_s: float) -> int:
-        """One quasi-steady sample: |v| [rad/s], r·sgn(v) [N·m] and its ratio to the believed
-        level; returns the bin (or −1 / n outside)."""
+    def sample(self, speed: float, friction_nm: float, ratio: float, dt_s: float,
+               side: int = 0) -> int:
+        """One quasi-steady sample: |v| [rad/s], r·sgn(v) [N·m], its ratio to the believed
+        curve at the present level (the Fc adapter's: the table learns the shape, the adapter
+        the level, so a level change moves every bin at once), and whether |v| is rising (+1),
+        falling (−1) or constant (0: both sides); returns the bin (or −1 / n outside)."""
         i = self.index(speed)
         if i < 0 or i >= _SPEED_BINS:
             return i
         q = ratio if ratio <= self.q_max else self.q_max
         q = q if q >= self.q_min else self.q_min
-        n = self.count[i] + 1
-        self.count[i] = n
-        alpha = 1.0 / n
         forget = dt_s / self.time_constant_s
-        alpha = alpha if alpha > forget else forget
-        self.q[i] += alpha * (q - self.q[i])
-        self.speed[i] += alpha * (speed - self.speed[i])
-        self.friction[i] += alpha * (friction_nm - self.friction[i])
-        self.seen_s[i] += dt_s
+        for k in (0, 1):
+            if (side > 0 and k == 1) or (side < 0 and k == 0):
+                continue
+            n = self.side_count[k][i] + 1
+            self.side_count[k][i] = n
+            alpha = 1.0 / n
+            alpha = alpha if alpha > forget else forget
+            self.side_q[k][i] += alpha * (q - self.side_q[k][i])
+            self.side_speed[k][i] += alpha * (speed - self.side_speed[k][i])
+            self.side_friction[k][i] += alpha * (friction_nm - self.side_friction[k][i])
+            self.side_seen_s[k][i] += dt_s
+        self._combine(i)
         return i
 
-    def refill(self, default: float, gate: float) -> None:
-        """The scale per bin, from the top down: ``default`` (the Fc adapter's scale) for every
-        bin whose centre is at or above ``gate``; below, each measured bin moves the value of
-        the bin above it toward its own measurement by its evidence weight (in-bin time /
-        evidence_s, at most 1); an unmeasured bin holds the value above it."""
+    def _combine(self, i: int) -> None:
+        """The bin as used: the mean of the two sides when both were measured (a residual lag
+        bias cancels), else the one side."""
+        c0, c1 = self.side_count[0][i], self.side_count[1][i]
+        self.count[i] = c0 + c1
+        self.seen_s[i] = self.side_seen_s[0][i] + self.side_seen_s[1][i]
+        if c0 and c1:
+            self.q[i] = 0.5 * (self.side_q[0][i] + self.side_q[1][i])
+            self.speed[i] = 0.5 * (self.side_speed[0][i] + self.side_speed[1][i])
+            self.friction[i] = 0.5 * (self.side_friction[0][i] + self.side_friction[1][i])
+        else:
+            k = 0 if c0 else 1
+            self.q[i] = self.side_q[k][i]
+            self.speed[i] = self.side_speed[k][i]
+            self.friction[i] = self.side_friction[k][i]
+
+    def rebase(self, params: LuGreParams) -> None:
+        """Re-express every ratio against a new believed set (``auto`` applied a fit)."""
+        for k in (0, 1):
+            for i in range(_SPEED_BINS):
+                if self.side_count[k][i]:
+                    v = self.side_speed[k][i]
+                    q = (self.side_friction[k][i] - params.sigma2 * v) / g(params, v)
+                    q = q if q <= self.q_max else self.q_max
+                    self.side_q[k][i] = q if q >= self.q_min else self.q_min
+        for i in range(_SPEED_BINS):
+            self._combine(i)
+
+    def refill(self, default: float) -> None:
+        """The scale per bin: ``default`` (the Fc adapter's scale, the level) times the learned
+        shape. The shape, from the top down: 1 above the highest measured bin; each measured bin
+        moves the value of the bin above it toward its own ratio, dead-zoned around 1 by ±5 % (a
+        measurement that agrees with the believed shape within the noise changes nothing), by
+        its evidence weight (in-bin time / evidence_s, at most 1); an unmeasured bin holds the
+        value above it — below the lowest measured bin only when that bin lies inside the
+        Stribeck region (≤ 1.5·vs), else 1 (a ratio measured above the drop says nothing about
+        the drop). Projected so the scale stays in [q_min, q_max]."""
         filled = self.filled
-        prev = default
+        prev = 1.0
         low = -1  # lowest measured bin
+        dead = self.dead_band
+        lo, hi = self.q_min, self.q_max
         for i in range(_SPEED_BINS - 1, -1, -1):
-            if self.centers[i] >= gate:
-                prev = default
-            elif self.count[i]:
+            if self.count[i]:
                 w = self.seen_s[i] / self.evidence_s
                 w = w if w < 1.0 else 1.0
-                prev = prev + w * (self.q[i] - prev)
+                dev = self.q[i] - 1.0
+                target = 1.0 + (dev - dead if dev > dead else (dev + dead if dev < -dead else 0.0))
+                prev = prev + w * (target - prev)
                 low = i
-            filled[i] = prev
+            x = default * prev
+            filled[i] = hi if x > hi else (lo if x < lo else x)
         if low >= 0 and self.centers[low] > self.vs_reach:
-            for i in range(low):  # no measurement inside the Stribeck region: not extrapolated
+            for i in range(low):
                 filled[i] = default
 
-    def scale_at(self, speed: float, default: float, gate: float) -> float:
-        """Level multiplier at |v| = speed: linear in log|v| between bin centres (refill first)."""
-        if speed >= gate:
-            return default
+    def scale_at(self, speed: float, default: float) -> float:
+        """Level multiplier at |v| = speed: linear in log|v| between bin centres (refill first);
+        ``default`` above the table."""
         if speed <= self.v_lo:
             return self.filled[0]
         u = math.log(speed / self.v_lo) * self.inv_step - 0.5
@@ -156,13 +210,31 @@ class SpeedTable:
             return self.filled[0]
         i = int(u)
         if i >= _SPEED_BINS - 1:
-            return default
+            return self.filled[_SPEED_BINS - 1] if i == _SPEED_BINS - 1 else default
         f = u - i
         return self.filled[i] + f * (self.filled[i + 1] - self.filled[i])
 
     def measured_bins(self) -> list[int]:
-        """Bins with full evidence (for the static-curve fit)."""
-        return [i for i in range(_SPEED_BINS) if self.seen_s[i] >= self.evidence_s]
+        """Bins for the static-curve fit: full evidence, and trusted: measured on both sides
+        (speeding up and slowing down: the lag bias cancels), or on one side below the lowest
+        two-sided bin only if the two sides there agree within 3 % (the lag bias grows as the
+        speed falls: a bias seen there is larger below)."""
+        out = []
+        trust_low = True
+        for i in range(_SPEED_BINS):
+            c0, c1 = self.side_count[0][i], self.side_count[1][i]
+            if c0 and c1:
+                trust_low = abs(self.side_q[0][i] - self.side_q[1][i]) <= 0.06 * self.q[i]
+                break
+        two_sided_seen = False
+        for i in range(_SPEED_BINS):
+            if self.seen_s[i] < self.evidence_s:
+                continue
+            two = self.side_count[0][i] > 0 and self.side_count[1][i] > 0
+            two_sided_seen = two_sided_seen or two
+            if two or two_sided_seen or trust_low:
+                out.append(i)
+        return out
 
 
 class PathTable:
@@ -294,7 +366,7 @@ class StaticCurveFit:
                ) -> tuple[tuple[float, float, float, float], float] | None:
         # weighted least squares on F = Fc + dF·phi + s2·v, phi = exp(−(v/vs)^delta)
         a11 = a12 = a13 = a22 = a23 = a33 = b1 = b2 = b3 = c = 0.0
-        vmax = 0.0
+        vmax = fmax = 0.0
         delta = self.delta
         for i in bins:
             v = table.speed[i]
@@ -312,6 +384,7 @@ class StaticCurveFit:
             b3 += v * f
             c += f * f
             vmax = v if v > vmax else vmax
+            fmax = f if f > fmax else fmax
         # weak prior sigma2 = believed: weight 0.1 of one bin at the top speed
         w = 0.1 * vmax * vmax
         a33 += w
@@ -327,8 +400,8 @@ class StaticCurveFit:
               + a13 * (a12 * b3 - b2 * a13)) / det
         s2 = (a11 * (a22 * b3 - a23 * b2) - a12 * (a12 * b3 - b2 * a13)
               + b1 * (a12 * a23 - a22 * a13)) / det
-        if not (fc > 0.0 and df >= 0.0 and s2 >= 0.0):
-            return None
+        if not (fc > 0.0 and df >= 0.0 and s2 >= 0.0 and fc + df <= 2.0 * fmax):
+            return None  # bounded: Fs at most twice the largest friction measured
         sse = (c - 2.0 * (fc * b1 + df * b2 + s2 * b3)
                + fc * fc * a11 + df * df * a22 + s2 * s2 * a33
                + 2.0 * (fc * df * a12 + fc * s2 * a13 + df * s2 * a23))
@@ -344,15 +417,15 @@ class StaticCurveFit:
         self.best = best
         self.rms_nm = math.sqrt(sse / (len(bins) + 0.1))
         self._history.append(best)
-        if len(self._history) > 3:
+        if len(self._history) > _STABLE_SWEEPS:
             self._history.pop(0)
         self.confident = self._judge(table, bins)
 
     def _judge(self, table: SpeedTable, bins: list[int]) -> bool:
         """Confidence rule: ≥ 4 measured bins; one at or below the fitted vs and one at or above
         3× it (the curve's drop is seen on both sides); vs not at an end of the grid; fit rms
-        over the bins ≤ 0.05·Fc; and the last 3 sweeps agree (vs within one grid step, Fs
-        within 5 %)."""
+        over the bins ≤ 0.05·Fc; and the last 40 sweeps (1 s at 1 kHz) agree (vs within one
+        grid step, Fs within 5 %)."""
         assert self.best is not None
         fc, fs, vs, _ = self.best
         speeds = [table.speed[i] for i in bins]
@@ -360,7 +433,7 @@ class StaticCurveFit:
             return False
         if vs <= self.vs_grid[0] or vs >= self.vs_grid[-1] or self.rms_nm > 0.05 * fc:
             return False
-        if len(self._history) < 3:
+        if len(self._history) < _STABLE_SWEEPS:
             return False
         step = 16.0 ** (1.0 / (_VS_GRID - 1)) * 1.0001
         for _, fs_h, vs_h, _ in self._history:

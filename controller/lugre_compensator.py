@@ -123,7 +123,6 @@ class LuGreCompensator(Compensator):
                                               adaptation.fc_max_nm / base.Fc,
                                               observer.learning_evidence_s,
                                               adaptation.time_constant_s)
-        self._table_gate = 3.0 * base.vs  # the table's top without an adapter: 3·vs
         self._qs_fs = base.Fs
         self._qs_sigma0 = base.sigma0
         self.curve_fit: StaticCurveFit | None = None
@@ -193,6 +192,8 @@ class LuGreCompensator(Compensator):
             self.curve_fit.reset()
         self.curve_factors: tuple[float, float, float, float] | None = None  # applied (auto)
         self._curve_applied_s = -math.inf
+        self.curve_applied_s = math.nan  # when auto last applied the fit [s]
+        self._fit_judged = -1  # the fit sweep last judged by _curve_differs
         if self.estimator.params is not self._current_set():
             self._set_params(self._current_set())
             self._switched_from = None  # a reset starts afresh: no bump to absorb
@@ -231,6 +232,30 @@ class LuGreCompensator(Compensator):
             self.weights = sched.weights
             self.pid_gains = sched.gains
 
+    def _curve_differs(self) -> bool:
+        """The measured static curve is not the believed one at any level: with the believed
+        curve scaled to the measured bins by least squares (k·g(v) + sigma2·v, the level the Fc
+        adapter could reach), some bin still deviates by more than 10 % of k·Fc. Judged on the
+        measured speeds only (nothing extrapolated: a fit's Fs below the slowest bin is not
+        evidence)."""
+        table = self.speed_table
+        b = representative(self._current_set())
+        bins = table.measured_bins()
+        if len(bins) < 3:
+            return False
+        num = den = 0.0
+        levels = []
+        for i in bins:
+            v = table.speed[i]
+            level = g(b, v)
+            f = table.friction[i] - b.sigma2 * v
+            levels.append((level, f))
+            num += level * f
+            den += level * level
+        k = num / den
+        limit = 0.1 * k * b.Fc
+        return any(abs(f - k * level) > limit for level, f in levels)
+
     def _apply_curve(self, t_s: float) -> None:
         """``adaptation.stribeck: auto``: the confident static-curve fit becomes the models' curve
         (factors on the set in use, so a schedule keeps its regions); the Fc adapter restarts
@@ -246,16 +271,12 @@ class LuGreCompensator(Compensator):
             return
         self.curve_factors = factors
         self._curve_applied_s = t_s
+        self.curve_applied_s = t_s
         params = self._current_set()
         self._set_params(params)
         if self.adapter is not None:
             self.adapter.scale = 1.0
-        table = self.speed_table
-        p = representative(params)
-        for i in range(len(table.q)):
-            if table.count[i]:
-                v = table.speed[i]
-                table.q[i] = (table.friction[i] - p.sigma2 * v) / g(p, v)
+        self.speed_table.rebase(representative(params))
 
     def _fallback_ff(self, s: TickSignals, v: float, r: float, fallback: bool, dt_s: float) -> float:
         """The fallback feedforward: the static Stribeck curve of the reference — unless that
@@ -304,11 +325,10 @@ class LuGreCompensator(Compensator):
         table = self.speed_table
         if table is not None and finite:  # the measured curve below the gate (module docstring)
             default = self.adapter.scale if self.adapter is not None else 1.0
-            gate = self.adapter.gate.lo if self.adapter is not None else self._table_gate
-            table.refill(default, gate)
-            est.scale = table.scale_at(v if v >= 0.0 else -v, default, gate)
+            table.refill(default)
+            est.scale = table.scale_at(v if v >= 0.0 else -v, default)
             if ff_model is not None:
-                ff_model.scale = table.scale_at(v_ref if v_ref >= 0.0 else -v_ref, default, gate)
+                ff_model.scale = table.scale_at(v_ref if v_ref >= 0.0 else -v_ref, default)
         if finite:
             mo = self.momentum
             if first:
@@ -347,18 +367,20 @@ class LuGreCompensator(Compensator):
                 gate = gate if gate < self._gate_max else self._gate_max
                 self.adapter.gate.lo = gate
                 self.drift.high_gate.lo = gate
+            # the adapter and the drift monitor judge the believed curve: the residual the model
+            # would have left without the speed table (what the table changed in the level
+            # added back; exact in quasi-steady sliding, where both act)
+            believed_residual = residual
+            scale = self.adapter.scale
+            if table_scale != scale and v != 0.0 and finite:
+                level = (table_scale - scale) * g(p, v)
+                believed_residual += level if v > 0.0 else -level
             # not held in fallback: the adapter is what can make the model consistent again
-            scale = self.adapter.step(residual, v, dt_s, hold=hold, fc_nominal_nm=p.Fc)
+            scale = self.adapter.step(believed_residual, v, dt_s, hold=hold, fc_nominal_nm=p.Fc)
             est.scale = scale
             if ff_model is not None:
                 ff_model.scale = scale
             self.fc_hat_nm = scale * p.Fc
-            # the drift monitor judges the believed curve: the residual it would have left, i.e.
-            # with what the speed table changed in the level added back
-            believed_residual = residual
-            if table_scale != scale and v != 0.0 and finite:
-                level = (table_scale - scale) * g(p, v)
-                believed_residual += level if v > 0.0 else -level
             drift = self.drift.step(believed_residual, v, p.vs, dt_s, hold or fallback,
                                     sliding=self.adapter.direction)
             if speed_ref > 0.0 and not hold:  # inconsistency judged while moving
@@ -501,13 +523,24 @@ class LuGreCompensator(Compensator):
             speed = vel if vel >= 0.0 else -vel
             p = self.estimator.active
             friction = r if vel > 0.0 else -r
-            self.speed_table.sample(speed, friction, (friction - p.sigma2 * speed) / g(p, speed),
-                                    dt_s)
+            acc = s.acc_ref_rad_s2
+            rising = acc * v_ref  # > 0: |v| rising
+            side = 0 if rising == 0.0 else (1 if rising > 0.0 else -1)
+            level = self.adapter.scale * g(p, speed)
+            self.speed_table.sample(speed, friction, (friction - p.sigma2 * speed) / level,
+                                    dt_s, side)
         fit = self.curve_fit
         if fit is not None:
             fit.step(self.speed_table)
-            if self._auto and fit.confident and s.t_s - self._curve_applied_s >= 5.0:
-                self._apply_curve(s.t_s)
+            if fit.confident and fit.sweeps != self._fit_judged:
+                self._fit_judged = fit.sweeps
+                differs = self._curve_differs()
+                if differs and not self.reidentify:
+                    self.reidentify = True
+                    self.reidentify_reason = "static curve differs (online fit)"
+                    self.reidentify_t_s = s.t_s
+                if differs and self._auto and s.t_s - self._curve_applied_s >= 5.0:
+                    self._apply_curve(s.t_s)
         return residual - path.predicted_nm
 
     def _shadow_step(self, model: LuGreObserver, z_prev: float, args: tuple) -> float:
@@ -533,36 +566,61 @@ def _factored(params: FrictionParams, factors: tuple[float, float, float, float]
                    sigma2=params.sigma2 * ks2)
 
 
+def _fit_factors(comp: LuGreCompensator) -> tuple[float, float, float, float] | None:
+    """The online static-curve fit as factors on the believed set (None: no fit yet)."""
+    fit = comp.curve_fit
+    if fit is None or fit.best is None:
+        return None
+    fc, fs, vs, s2 = fit.best
+    b = comp._base
+    return fc / b.Fc, fs / b.Fs, vs / b.vs, s2 / b.sigma2 if b.sigma2 > 0.0 else 1.0
+
+
 def proposed_friction(comp: LuGreCompensator) -> FrictionParams:
-    """The set proposed with ``reidentify``: the believed set with Fc and Fs at the adapted
-    level (the adapter's scale; vs, sigma0, sigma1, sigma2 as believed)."""
-    k = comp.estimator.scale
-    p = comp.estimator.params
-    if isinstance(p, DirectionalParams):
-        return DirectionalParams(p.forward.scaled(Fc=k, Fs=k), p.reverse.scaled(Fc=k, Fs=k))
-    return p.scaled(Fc=k, Fs=k)
+    """The set proposed with ``reidentify``: the believed set (``controller.friction``) with the
+    online static-curve fit's Fc, Fs, vs, sigma2 (as factors, so a directional set keeps its
+    asymmetry) — or, before any fit, with Fc and Fs at the adapter's level (vs, sigma2 as
+    believed). sigma0, sigma1 as believed."""
+    factors = _fit_factors(comp)
+    if factors is not None:
+        return _factored(comp._believed, factors)
+    k = comp.adapter.scale if comp.adapter is not None else 1.0
+    return _factored(comp._believed, (k, k, 1.0, 1.0))
 
 
 def reidentify_report(comp: Compensator, out_dir: Path) -> dict[str, Any]:
     """summary.json fields of the alarm; with ``adaptation.stribeck`` propose/auto the proposed
     set is written as ``proposed_params.yaml`` in the params.yaml format of ``identify`` (its
-    writer), loadable by ``--params`` and ``replay --params``."""
+    writer), loadable by ``--params`` and ``replay --params``. ``curve_fit`` (when fitted): the
+    online static curve, whether it is confident, and when ``auto`` applied it."""
     if not isinstance(comp, LuGreCompensator) or comp.adaptation_cfg is None:
         return {}
     out: dict[str, Any] = {"reidentify_reason": comp.reidentify_reason or "none",
                            "reidentify_at_s": comp.reidentify_t_s}
+    fit = comp.curve_fit
+    fitted = fit is not None and fit.best is not None
+    if fitted:
+        fc, fs, vs, s2 = fit.best
+        out["curve_fit"] = {"Fc": fc, "Fs": fs, "vs": vs, "sigma2": s2, "rms_nm": fit.rms_nm,
+                            "confident": fit.confident, "applied_at_s": comp.curve_applied_s}
     if comp.reidentify and comp.adaptation_cfg.stribeck != "off":
         from hil.identify import IdentifyResult, _write_params
 
         friction = proposed_friction(comp)
         path = out_dir / "proposed_params.yaml"
+        if fitted:
+            sources = {name: "online static-curve fit (quasi-steady sliding)"
+                       for name in ("Fc", "Fs", "vs", "sigma2")}
+        else:
+            sources = {"Fc": "online adaptation", "Fs": "online adaptation (ratio kept)"}
         _write_params(path, IdentifyResult(
-            friction=friction, uncertainty={}, sources={"Fc": "online adaptation",
-                                                        "Fs": "online adaptation (ratio kept)"},
+            friction=friction, uncertainty={}, sources=sources,
             directional=isinstance(friction, DirectionalParams), points=[],
             diagnostics={"source": "frictionctl online proposal (reidentify)",
                          "reason": comp.reidentify_reason, "raised_at_s": comp.reidentify_t_s,
-                         "fc_scale": comp.estimator.scale}))
+                         "fc_scale": comp.adapter.scale if comp.adapter is not None else 1.0,
+                         "curve_fit_confident": bool(fitted and fit.confident),
+                         "curve_fit_rms_nm": fit.rms_nm if fitted else None}))
         out["proposed_params"] = str(path)
     return out
 
