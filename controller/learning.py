@@ -55,7 +55,8 @@ _STABLE_SWEEPS = 40  # sweeps over the vs grid that must agree for confidence
 def quasi_steady(v: float, v_ref: float, a_ref: float, travel_rad: float, fs_nm: float,
                  sigma0: float, lag_s: float) -> bool:
     """The rule for a static-curve sample: moving with the reference (same sign, |v − v_ref| ≤
-    0.2·|v_ref|), past the bristle transient (travel since the reference took this direction ≥
+    0.2·|v_ref| while the reference accelerates, 0.05·|v_ref| at constant reference speed,
+    where a larger deviation is the loop's own transient, a breakaway), past the bristle transient (travel since the reference took this direction ≥
     5·Fs/sigma0), and the velocity changing by less than half within the bristle relaxation
     time plus the measurement's lag (|a_ref|·(Fs/(sigma0·|v_ref|) + lag_s) ≤ 0.5·|v_ref|; the
     relaxation time is g/(sigma0·|v|) ≤ Fs/(sigma0·|v|)). What lag bias is left is judged from
@@ -64,7 +65,8 @@ def quasi_steady(v: float, v_ref: float, a_ref: float, travel_rad: float, fs_nm:
         return False
     speed = v_ref if v_ref > 0.0 else -v_ref
     dv = v - v_ref
-    if dv > 0.2 * speed or dv < -0.2 * speed:
+    band = (0.2 if a_ref != 0.0 else 0.05) * speed
+    if dv > band or dv < -band:
         return False
     if travel_rad < 5.0 * fs_nm / sigma0:
         return False
@@ -84,7 +86,7 @@ class SpeedTable:
                  time_constant_s: float) -> None:
         self.v_lo = vs * math.exp(_LOG_LO)  # [rad/s]
         self.vs_reach = 1.5 * vs  # below the lowest measured bin, held only if it is below this
-        self.dead_band = 0.05  # a measured ratio within ±5 % of the value above it changes nothing
+        self.dead_band = 0.05  # a measured ratio within ±5 % of the believed shape changes nothing
         self.inv_step = _SPEED_BINS / _SPEED_SPAN  # bins per unit of log(speed)
         self.q_min = q_min  # [-]
         self.q_max = q_max  # [-]

@@ -124,6 +124,9 @@ class LuGreCompensator(Compensator):
                                               observer.learning_evidence_s,
                                               adaptation.time_constant_s)
         self._qs_fs = base.Fs
+        # static-curve samples only after the loop settled from a start at rest (its breakaway):
+        # 10 position-loop time constants (80 ms at 20 Hz)
+        self._settle_s = 10.0 / (2.0 * math.pi * pid.position_bandwidth_hz(J))
         self._qs_sigma0 = base.sigma0
         self.curve_fit: StaticCurveFit | None = None
         self._auto = False
@@ -184,6 +187,7 @@ class LuGreCompensator(Compensator):
         self._dir = 0  # direction of the reference since it last started or reversed
         self._dir_start_ref = 0.0  # reference position where it did [rad]
         self._dir_start_pos = 0.0  # measured position there [rad]
+        self._dir_time_s = 0.0  # time since then [s]
         if self.speed_table is not None:
             self.speed_table.reset()
         if self.path_table is not None:
@@ -504,6 +508,8 @@ class LuGreCompensator(Compensator):
         v_ref = s.vel_ref_rad_s
         direction = (v_ref > 0.0) - (v_ref < 0.0)
         if direction != self._dir:
+            # from rest the loop breaks away first (its own transient): settle before sampling
+            self._dir_time_s = 0.0 if self._dir == 0 else self._settle_s
             self._dir = direction
             self._dir_start_ref = s.pos_ref_rad
             self._dir_start_pos = s.pos_rad
@@ -518,8 +524,10 @@ class LuGreCompensator(Compensator):
         vel = s.vel_rad_s
         travel = s.pos_rad - self._dir_start_pos
         travel = travel if travel >= 0.0 else -travel
-        if self.speed_table is not None and quasi_steady(vel, v_ref, s.acc_ref_rad_s2, travel, self._qs_fs, self._qs_sigma0,
-                        path.lag_s):
+        self._dir_time_s += dt_s
+        if (self.speed_table is not None and self._dir_time_s >= self._settle_s
+                and quasi_steady(vel, v_ref, s.acc_ref_rad_s2, travel, self._qs_fs, self._qs_sigma0,
+                                 path.lag_s)):
             speed = vel if vel >= 0.0 else -vel
             p = self.estimator.active
             friction = r if vel > 0.0 else -r
