@@ -217,26 +217,8 @@ class SpeedTable:
         return self.filled[i] + f * (self.filled[i + 1] - self.filled[i])
 
     def measured_bins(self) -> list[int]:
-        """Bins for the static-curve fit: full evidence, and trusted: measured on both sides
-        (speeding up and slowing down: the lag bias cancels), or on one side below the lowest
-        two-sided bin only if the two sides there agree within 3 % (the lag bias grows as the
-        speed falls: a bias seen there is larger below)."""
-        out = []
-        trust_low = True
-        for i in range(_SPEED_BINS):
-            c0, c1 = self.side_count[0][i], self.side_count[1][i]
-            if c0 and c1:
-                trust_low = abs(self.side_q[0][i] - self.side_q[1][i]) <= 0.06 * self.q[i]
-                break
-        two_sided_seen = False
-        for i in range(_SPEED_BINS):
-            if self.seen_s[i] < self.evidence_s:
-                continue
-            two = self.side_count[0][i] > 0 and self.side_count[1][i] > 0
-            two_sided_seen = two_sided_seen or two
-            if two or two_sided_seen or trust_low:
-                out.append(i)
-        return out
+        """Bins with full evidence (for the static-curve fit and the reidentify judgement)."""
+        return [i for i in range(_SPEED_BINS) if self.seen_s[i] >= self.evidence_s]
 
 
 class PathTable:
@@ -387,8 +369,9 @@ class StaticCurveFit:
             c += f * f
             vmax = v if v > vmax else vmax
             fmax = f if f > fmax else fmax
-        # weak prior sigma2 = believed: weight 0.1 of one bin at the top speed
-        w = 0.1 * vmax * vmax
+        # prior sigma2 = believed, as strong as the bins at the top speed: moved only by data
+        # spanning speeds where sigma2·v stands out from Fc
+        w = len(bins) * vmax * vmax
         a33 += w
         b3 += w * self.sigma2_prior
         c += w * self.sigma2_prior * self.sigma2_prior

@@ -198,6 +198,7 @@ class LuGreCompensator(Compensator):
         self._curve_applied_s = -math.inf
         self.curve_applied_s = math.nan  # when auto last applied the fit [s]
         self._fit_judged = -1  # the fit sweep last judged by _curve_differs
+        self._differs_sweeps = 0  # sweeps in a row on which the curve differed
         if self.estimator.params is not self._current_set():
             self._set_params(self._current_set())
             self._switched_from = None  # a reset starts afresh: no bump to absorb
@@ -540,14 +541,16 @@ class LuGreCompensator(Compensator):
         fit = self.curve_fit
         if fit is not None:
             fit.step(self.speed_table)
-            if fit.confident and fit.sweeps != self._fit_judged:
+            if fit.sweeps != self._fit_judged:  # judged once per sweep of the vs grid
                 self._fit_judged = fit.sweeps
-                differs = self._curve_differs()
+                self._differs_sweeps = self._differs_sweeps + 1 if self._curve_differs() else 0
+                differs = self._differs_sweeps >= 40  # for 40 sweeps in a row (1 s at 1 kHz)
                 if differs and not self.reidentify:
                     self.reidentify = True
                     self.reidentify_reason = "static curve differs (online fit)"
                     self.reidentify_t_s = s.t_s
-                if differs and self._auto and s.t_s - self._curve_applied_s >= 5.0:
+                if (differs and fit.confident and self._auto
+                        and s.t_s - self._curve_applied_s >= 5.0):
                     self._apply_curve(s.t_s)
         return residual - path.predicted_nm
 

@@ -198,3 +198,63 @@ def test_speed_table_projects_a_wrong_sign_measurement():
     # the projection's floor (not a negative level), less the ±5 % dead band
     assert min(table.filled) == pytest.approx(0.55)
     assert 0.55 <= table.scale_at(0.02, 1.0) < 0.7
+
+
+def _halves(log, duration_s: float) -> tuple[float, float]:
+    t = log["t_s"]
+    e = log["pos_ref_rad"] - log["pos_rad"]
+    first = (t >= 0.2) & (t < 0.5 * duration_s)
+    second = t >= 0.5 * duration_s
+    return float(np.sqrt(np.mean(e[first] ** 2))), float(np.sqrt(np.mean(e[second] ** 2)))
+
+
+@pytest.fixture(scope="module")
+def scan_runs(tmp_path_factory):
+    """The stiff±30% scan (stops, breakaways, reversals over and over), 20 s, learning on/off."""
+    out = tmp_path_factory.mktemp("scan")
+    runs = {}
+    for name, cfg in (("on", _stiff_mismatched()),
+                      ("off", _with(_stiff_mismatched(), observer={"learning": False}))):
+        summary, log, _ = sim(cfg, out / name, scenario="scan", duration_s=20.0,
+                              compensation="lugre_adaptive")
+        runs[name] = (summary, log, out / name)
+    return runs
+
+
+def test_scan_second_half_improves_over_the_first_on_a_mismatched_set(scan_runs):
+    first, second = _halves(scan_runs["on"][1], 20.0)
+    off_first, off_second = _halves(scan_runs["off"][1], 20.0)
+    assert second < 0.5 * first  # pass by pass
+    assert off_second > 0.8 * off_first  # without the learned tables it does not
+    assert second < 0.5 * off_second
+    assert np.abs(scan_runs["on"][1]["learned_nm"]).max() <= 0.5 * 0.52 + 1e-12  # 0.5·Fs believed
+
+
+def test_replay_of_a_scan_learning_run_is_exact(scan_runs, tmp_path):
+    result = replay(scan_runs["on"][2] / "run.fctl", tmp_path / "replay", plot=False)
+    assert result["max_abs_diff_learned_nm"] == 0.0
+    assert result["max_abs_diff_torque_nm"] <= 1e-12
+    assert result["max_abs_diff_friction_hat_nm"] <= 1e-12
+
+
+def test_static_curve_proposal_moves_toward_the_truth_and_auto_applies_it(tmp_path):
+    """Fs/Fc believed 2.5 against a true 1.33 (and vs 30 % high): the proposal's Fs and vs move
+    toward the plant's; ``auto`` applies the fit once confident and the reversal gets better."""
+    runs = {}
+    for name in ("propose", "auto"):
+        cfg = _with(_stiff_mismatched(), adaptation={"stribeck": name})
+        runs[name] = sim(cfg, tmp_path / name, scenario="reversal", duration_s=16.0,
+                         compensation="lugre_adaptive")
+    believed = _stiff_mismatched().controller.friction
+    summary = runs["propose"][0]
+    assert summary["reidentify"] and summary["reidentify_at_s"] - 0.2 <= 5.0
+    proposed = LuGreParams(**yaml.safe_load(
+        (tmp_path / "propose" / "proposed_params.yaml").read_text())["friction"])
+    assert abs(proposed.Fs - STIFF.Fs) < 0.5 * abs(believed.Fs - STIFF.Fs)
+    assert abs(proposed.vs - STIFF.vs) < abs(believed.vs - STIFF.vs)
+    assert abs(proposed.Fc - STIFF.Fc) < 0.1 * abs(believed.Fc - STIFF.Fc)
+    assert summary["curve_fit"]["applied_at_s"] != summary["curve_fit"]["applied_at_s"]  # NaN
+    auto = runs["auto"][0]["curve_fit"]
+    assert auto["confident"] and 0.0 < auto["applied_at_s"] < 16.0
+    assert _halves(runs["auto"][1], 16.0)[1] < 0.9 * _halves(runs["propose"][1], 16.0)[1]
+    assert runs["auto"][0]["max_ff_param_step_nm"] <= 0.05 * believed.Fc + 1e-12  # bumpless
