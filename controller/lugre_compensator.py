@@ -265,12 +265,9 @@ class LuGreCompensator(Compensator):
         """``adaptation.stribeck: auto``: the confident static-curve fit becomes the models' curve
         (factors on the set in use, so a schedule keeps its regions); the Fc adapter restarts
         from it, the speed table is re-expressed against it."""
-        fit = self.curve_fit
-        if fit is None or fit.best is None:
+        factors = _fit_factors(self)
+        if factors is None:
             return
-        fc, fs, vs, s2 = fit.best
-        b = self._base
-        factors = (fc / b.Fc, fs / b.Fs, vs / b.vs, s2 / b.sigma2 if b.sigma2 > 0.0 else 1.0)
         old = self.curve_factors or (1.0, 1.0, 1.0, 1.0)
         if max(abs(f / o - 1.0) for f, o in zip(factors[:3], old[:3])) <= 0.1:
             return
@@ -609,9 +606,10 @@ def reidentify_report(comp: Compensator, out_dir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"reidentify_reason": comp.reidentify_reason or "none",
                            "reidentify_at_s": comp.reidentify_t_s}
     fit = comp.curve_fit
-    fitted = fit is not None and fit.best is not None
-    if fitted:
-        fc, fs, vs, s2 = fit.best
+    best = fit.best if fit is not None else None
+    fitted = fit is not None and best is not None
+    if fit is not None and best is not None:
+        fc, fs, vs, s2 = best
         out["curve_fit"] = {"Fc": fc, "Fs": fs, "vs": vs, "sigma2": s2, "rms_nm": fit.rms_nm,
                             "confident": fit.confident, "applied_at_s": comp.curve_applied_s}
     if comp.reidentify and comp.adaptation_cfg.stribeck != "off":
@@ -630,8 +628,8 @@ def reidentify_report(comp: Compensator, out_dir: Path) -> dict[str, Any]:
             diagnostics={"source": "frictionctl online proposal (reidentify)",
                          "reason": comp.reidentify_reason, "raised_at_s": comp.reidentify_t_s,
                          "fc_scale": comp.adapter.scale if comp.adapter is not None else 1.0,
-                         "curve_fit_confident": bool(fitted and fit.confident),
-                         "curve_fit_rms_nm": fit.rms_nm if fitted else None}))
+                         "curve_fit_confident": fit is not None and fitted and fit.confident,
+                         "curve_fit_rms_nm": fit.rms_nm if fit is not None and fitted else None}))
         out["proposed_params"] = str(path)
     return out
 
