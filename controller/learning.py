@@ -20,7 +20,9 @@ their dynamics (pre-sliding, reversal), with the measured curve as their steady 
 friction) the model leaves, per direction and per distance travelled by the reference since it
 started moving in that direction (log-spaced bins from 0.05·Fs/sigma0 to 300·Fs/sigma0: the
 bristle scale, where breakaways and reversals live; LuGre friction after a reversal is a
-function of that distance at low speed). Each pass learns into a copy of the table (linear-
+function of that distance at low speed), and, while the reference brakes for a stop (a
+reversal or a rest), per distance still to go, v_ref²/(2·|a_ref|), on the same bins. Each
+pass learns into a copy of the table (linear-
 interpolation weights, so the table stays smooth; the residual taken at the reference distance
 one momentum-observer lag earlier); the copy replaces the table when the pass ends (the
 reference stops or reverses), so what a pass learned is fed forward from the next pass on,
@@ -78,7 +80,7 @@ class SpeedTable:
     """Measured static curve per |v| bin, as a ratio to the believed Stribeck level (module
     docstring). ``scale_at(speed)`` after ``refill``: the level multiplier at that speed."""
 
-    __slots__ = ("v_lo", "vs_reach", "dead_band", "inv_step", "q_min", "q_max", "evidence_s",
+    __slots__ = ("v_lo", "vs_reach", "inv_step", "q_min", "q_max", "evidence_s",
                  "time_constant_s", "q", "speed", "friction", "count", "seen_s", "filled",
                  "centers", "side_q", "side_speed", "side_friction", "side_count", "side_seen_s")
 
@@ -86,7 +88,6 @@ class SpeedTable:
                  time_constant_s: float) -> None:
         self.v_lo = vs * math.exp(_LOG_LO)  # [rad/s]
         self.vs_reach = 1.5 * vs  # below the lowest measured bin, held only if it is below this
-        self.dead_band = 0.05  # a measured ratio within ±5 % of the believed shape changes nothing
         self.inv_step = _SPEED_BINS / _SPEED_SPAN  # bins per unit of log(speed)
         self.q_min = q_min  # [-]
         self.q_max = q_max  # [-]
@@ -177,24 +178,20 @@ class SpeedTable:
     def refill(self, default: float) -> None:
         """The scale per bin: ``default`` (the Fc adapter's scale, the level) times the learned
         shape. The shape, from the top down: 1 above the highest measured bin; each measured bin
-        moves the value of the bin above it toward its own ratio, dead-zoned around 1 by ±5 % (a
-        measurement that agrees with the believed shape within the noise changes nothing), by
-        its evidence weight (in-bin time / evidence_s, at most 1); an unmeasured bin holds the
+        moves the value of the bin above it toward its own ratio (not dead-zoned: a dead zone
+        would leave its width as a steady error) by its evidence weight (in-bin time / evidence_s, at most 1); an unmeasured bin holds the
         value above it — below the lowest measured bin only when that bin lies inside the
         Stribeck region (≤ 1.5·vs), else 1 (a ratio measured above the drop says nothing about
         the drop). Projected so the scale stays in [q_min, q_max]."""
         filled = self.filled
         prev = 1.0
         low = -1  # lowest measured bin
-        dead = self.dead_band
         lo, hi = self.q_min, self.q_max
         for i in range(_SPEED_BINS - 1, -1, -1):
             if self.count[i]:
                 w = self.seen_s[i] / self.evidence_s
                 w = w if w < 1.0 else 1.0
-                dev = self.q[i] - 1.0
-                target = 1.0 + (dev - dead if dev > dead else (dev + dead if dev < -dead else 0.0))
-                prev = prev + w * (target - prev)
+                prev = prev + w * (self.q[i] - prev)
                 low = i
             x = default * prev
             filled[i] = hi if x > hi else (lo if x < lo else x)
@@ -237,10 +234,11 @@ class PathTable:
         self.reset()
 
     def reset(self) -> None:
-        self.values = [[0.0] * _PATH_BINS, [0.0] * _PATH_BINS]  # [forward, reverse] [N·m]
-        self.pending = [[0.0] * _PATH_BINS, [0.0] * _PATH_BINS]  # learned on the pass under way
+        # [forward after start, reverse after start, forward before stop, reverse before stop]
+        self.values = [[0.0] * _PATH_BINS for _ in range(4)]  # [N·m]
+        self.pending = [[0.0] * _PATH_BINS for _ in range(4)]  # learned on the pass under way
+        self.counts = [[0.0] * _PATH_BINS for _ in range(4)]  # interpolation weight sums
         self._pass = 0  # direction of the pass under way (0: none)
-        self.counts = [[0.0] * _PATH_BINS, [0.0] * _PATH_BINS]  # interpolation weight sums
         self.term_nm = 0.0  # the term fed forward [N·m]
         self.predicted_nm = 0.0  # the table at the lagged distance [N·m]
 
@@ -260,29 +258,31 @@ class PathTable:
             return table[i]
         return table[i] + f * (table[i + 1] - table[i])
 
-    def step(self, d_rad: float, direction: int, speed: float, residual_nm: float, dt_s: float,
-             hold: bool) -> float:
-        """One tick at reference distance ``d_rad`` since the reference took ``direction``
-        (±1; 0: at rest, the term is 0), reference speed [rad/s]: learn from ``residual_nm``
-        (unless ``hold`` or non-finite) at the distance one residual lag earlier; return the term
-        at ``d_rad`` [N·m]. :attr:`predicted_nm` is the table's value at the lagged distance
-        (what it expects the residual to be now)."""
+    def step(self, d_rad: float, d_back_rad: float, direction: int, segment: int,
+             residual_nm: float, dt_s: float, hold: bool) -> float:
+        """One tick ``d_rad`` along ``segment`` (0: distance travelled since the reference took
+        ``direction``, ±1; 1: distance still to go to the stop it is braking for), ``d_back_rad``
+        the same one residual lag earlier; direction 0: at rest, the term is 0. Learns from
+        ``residual_nm`` (unless ``hold`` or non-finite) at ``d_back_rad``; returns the term at
+        ``d_rad`` [N·m]. :attr:`predicted_nm`: the table at ``d_back_rad`` (what it expects the
+        residual to be now)."""
         if direction != self._pass:  # a pass ended: what it learned is used from the next one
             if self._pass != 0:
                 j = 0 if self._pass > 0 else 1
                 self.values[j][:] = self.pending[j]
+                self.values[j + 2][:] = self.pending[j + 2]
             self._pass = direction
             if direction != 0:
                 j = 0 if direction > 0 else 1
                 self.pending[j][:] = self.values[j]
+                self.pending[j + 2][:] = self.values[j + 2]
         if direction == 0:
             self.term_nm = 0.0
             self.predicted_nm = 0.0
             return 0.0
-        k = 0 if direction > 0 else 1
+        k = (0 if direction > 0 else 1) + 2 * segment
         table = self.values[k]
-        back = speed * self.lag_s
-        u = self._coord(d_rad - back) if d_rad > back else 0.0
+        u = self._coord(d_back_rad if d_back_rad > 0.0 else 0.0)
         self.predicted_nm = self._value(table, u) if u >= 0.0 else 0.0
         if u >= 0.0 and not hold and residual_nm == residual_nm:
             self._learn(self.pending[k], self.counts[k], u, residual_nm, dt_s)

@@ -513,12 +513,18 @@ class LuGreCompensator(Compensator):
             self._dir_start_pos = s.pos_rad
         path = self.path_table
         if direction == 0:
-            self.path_nm = path.step(0.0, 0, 0.0, 0.0, dt_s, True)
+            self.path_nm = path.step(0.0, 0.0, 0, 0, 0.0, dt_s, True)
             return residual
         d_ref = s.pos_ref_rad - self._dir_start_ref
+        d_ref = d_ref if d_ref >= 0.0 else -d_ref
         speed_ref = v_ref if v_ref > 0.0 else -v_ref
-        self.path_nm = path.step(d_ref if d_ref >= 0.0 else -d_ref, direction, speed_ref,
-                                 residual, dt_s, False)
+        back = speed_ref * path.lag_s  # the path one residual lag earlier
+        acc = s.acc_ref_rad_s2
+        to_go = -0.5 * speed_ref * v_ref / acc if acc * v_ref < 0.0 else math.inf
+        if to_go < d_ref:  # braking, nearer the stop than the start: by the distance to go
+            self.path_nm = path.step(to_go, to_go + back, direction, 1, residual, dt_s, False)
+        else:
+            self.path_nm = path.step(d_ref, d_ref - back, direction, 0, residual, dt_s, False)
         vel = s.vel_rad_s
         travel = s.pos_rad - self._dir_start_pos
         travel = travel if travel >= 0.0 else -travel
