@@ -8,8 +8,9 @@ believed Stribeck level per |v| bin (log-spaced from 0.1·vs to 30·vs of the be
 sample is taken only in quasi-steady sliding (the rule in :func:`quasi_steady`): the momentum
 observer's friction r then is the static curve, whatever the motion (sines, scans, ramps,
 constant speed). Per bin a running mean (1/n, then forgetting with ``time_constant_s`` of
-in-bin time) of q = (r·sgn v − sigma2·|v|)/g(|v|), each sample projected to [q_min, q_max]
-(the Fc adapter's projection), and of |v|, r·sgn v. :meth:`SpeedTable.refill` turns the bins
+in-bin time) of q = (r·sgn v − sigma2·|v|)/g(|v|) (the ratio to the believed curve), each
+sample projected to [q_min, q_max], and of |v|, r·sgn v. The table holds the *shape*: each
+bin's ratio over that of the bins where the Fc adapter sets the level. :meth:`SpeedTable.refill` turns the bins
 into the scale the LuGre models multiply their Stribeck level by (rule in its docstring): the
 measured ratio where there is evidence, the Fc adapter's scale where there is none. The
 models keep their dynamics (pre-sliding, reversal), with the measured curve as their steady
@@ -24,8 +25,10 @@ function of that distance at low speed), and, while the reference brakes for a s
 reversal or a rest), per distance still to go, v_ref²/(2·|a_ref|), on the same bins. Each
 pass learns into a copy of the table (linear-
 interpolation weights, so the table stays smooth; the residual taken at the reference distance
-one momentum-observer lag earlier); the copy replaces the table when the pass ends (the
-reference stops or reverses), so what a pass learned is fed forward from the next pass on,
+one momentum-observer lag earlier; a running mean whose older passes weigh half as much
+after each pass, so the table follows what the model gets wrong now, not while the Fc adapter
+was still converging); the copy replaces the table when the pass ends (the reference stops or
+reverses), so what a pass learned is fed forward from the next pass on,
 before the residual appears, and never within the pass (no fast loop through the residual). Bounded to ±limit, frozen while held (saturation, fault,
 non-finite input), zero at rest and beyond the last bin (steady sliding pays no noise for it).
 
@@ -55,14 +58,15 @@ _STABLE_SWEEPS = 40  # sweeps over the vs grid that must agree for confidence
 
 
 def quasi_steady(v: float, v_ref: float, a_ref: float, travel_rad: float, fs_nm: float,
-                 sigma0: float, lag_s: float) -> bool:
+                 sigma0: float) -> bool:
     """The rule for a static-curve sample: moving with the reference (same sign, |v − v_ref| ≤
     0.2·|v_ref| while the reference accelerates, 0.05·|v_ref| at constant reference speed,
-    where a larger deviation is the loop's own transient, a breakaway), past the bristle transient (travel since the reference took this direction ≥
-    5·Fs/sigma0), and the velocity changing by less than half within the bristle relaxation
-    time plus the measurement's lag (|a_ref|·(Fs/(sigma0·|v_ref|) + lag_s) ≤ 0.5·|v_ref|; the
-    relaxation time is g/(sigma0·|v|) ≤ Fs/(sigma0·|v|)). What lag bias is left is judged from
-    the data (:meth:`SpeedTable.measured_bins`)."""
+    where a larger deviation is the loop's own transient, a breakaway), past the bristle
+    transient (travel since the reference took this direction ≥ 5·Fs/sigma0), and the velocity
+    changing by less than a quarter within one bristle relaxation time (|a_ref|·Fs/(sigma0·
+    v_ref²) ≤ 0.25; the relaxation time is g/(sigma0·|v|) ≤ Fs/(sigma0·|v|)). The velocity
+    estimate and the momentum observer lag alike (both first order, the same bandwidth in the
+    derived rules), so a sample pairs friction and speed of the same instant."""
     if v_ref == 0.0 or v * v_ref <= 0.0:
         return False
     speed = v_ref if v_ref > 0.0 else -v_ref
@@ -73,21 +77,20 @@ def quasi_steady(v: float, v_ref: float, a_ref: float, travel_rad: float, fs_nm:
     if travel_rad < 5.0 * fs_nm / sigma0:
         return False
     acc = a_ref if a_ref >= 0.0 else -a_ref
-    return acc * (fs_nm / (sigma0 * speed) + lag_s) <= 0.5 * speed
+    return acc * fs_nm <= 0.25 * sigma0 * speed * speed
 
 
 class SpeedTable:
     """Measured static curve per |v| bin, as a ratio to the believed Stribeck level (module
     docstring). ``scale_at(speed)`` after ``refill``: the level multiplier at that speed."""
 
-    __slots__ = ("v_lo", "vs_reach", "inv_step", "q_min", "q_max", "evidence_s",
-                 "time_constant_s", "q", "speed", "friction", "count", "seen_s", "filled",
-                 "centers", "side_q", "side_speed", "side_friction", "side_count", "side_seen_s")
+    __slots__ = ("v_lo", "inv_step", "q_min", "q_max", "evidence_s", "time_constant_s",
+                 "q", "speed", "friction", "count", "seen_s", "filled", "centers",
+                 "side_q", "side_speed", "side_friction", "side_count", "side_seen_s")
 
     def __init__(self, vs: float, q_min: float, q_max: float, evidence_s: float,
                  time_constant_s: float) -> None:
         self.v_lo = vs * math.exp(_LOG_LO)  # [rad/s]
-        self.vs_reach = 1.5 * vs  # below the lowest measured bin, held only if it is below this
         self.inv_step = _SPEED_BINS / _SPEED_SPAN  # bins per unit of log(speed)
         self.q_min = q_min  # [-]
         self.q_max = q_max  # [-]
@@ -105,7 +108,7 @@ class SpeedTable:
         self.side_speed = [[0.0] * n, [0.0] * n]
         self.side_friction = [[0.0] * n, [0.0] * n]
         self.side_count = [[0] * n, [0] * n]
-        self.side_seen_s = [[0.0] * n, [0.0] * n]
+        self.side_seen_s = [[0.0] * n, [0.0] * n]  # in-bin time [s]
         # the bins as used (_combine)
         self.q = [1.0] * n  # ratio measured / believed level [-]
         self.speed = [0.0] * n  # mean |v| [rad/s]
@@ -124,9 +127,9 @@ class SpeedTable:
     def sample(self, speed: float, friction_nm: float, ratio: float, dt_s: float,
                side: int = 0) -> int:
         """One quasi-steady sample: |v| [rad/s], r·sgn(v) [N·m], its ratio to the believed
-        curve at the present level (the Fc adapter's: the table learns the shape, the adapter
-        the level, so a level change moves every bin at once), and whether |v| is rising (+1),
-        falling (−1) or constant (0: both sides); returns the bin (or −1 / n outside)."""
+        curve, and whether |v| is rising (+1), falling (−1) or constant (0: both sides);
+        returns the bin (or −1 / n outside).
+        A running mean (1/n, then forgetting with time_constant_s of in-bin time)."""
         i = self.index(speed)
         if i < 0 or i >= _SPEED_BINS:
             return i
@@ -140,10 +143,10 @@ class SpeedTable:
             self.side_count[k][i] = n
             alpha = 1.0 / n
             alpha = alpha if alpha > forget else forget
+            self.side_seen_s[k][i] += dt_s
             self.side_q[k][i] += alpha * (q - self.side_q[k][i])
             self.side_speed[k][i] += alpha * (speed - self.side_speed[k][i])
             self.side_friction[k][i] += alpha * (friction_nm - self.side_friction[k][i])
-            self.side_seen_s[k][i] += dt_s
         self._combine(i)
         return i
 
@@ -164,7 +167,8 @@ class SpeedTable:
             self.friction[i] = self.side_friction[k][i]
 
     def rebase(self, params: LuGreParams) -> None:
-        """Re-express every ratio against a new believed set (``auto`` applied a fit)."""
+        """Re-express every ratio against a new believed set at the level 1 (``auto`` applied a
+        fit; the Fc adapter restarts from it)."""
         for k in (0, 1):
             for i in range(_SPEED_BINS):
                 if self.side_count[k][i]:
@@ -173,31 +177,47 @@ class SpeedTable:
                     q = q if q <= self.q_max else self.q_max
                     self.side_q[k][i] = q if q >= self.q_min else self.q_min
         for i in range(_SPEED_BINS):
-            self._combine(i)
+            if self.count[i]:
+                self._combine(i)
 
-    def refill(self, default: float) -> None:
-        """The scale per bin: ``default`` (the Fc adapter's scale, the level) times the learned
-        shape. The shape, from the top down: 1 above the highest measured bin; each measured bin
-        moves the value of the bin above it toward its own ratio (not dead-zoned: a dead zone
-        would leave its width as a steady error) by its evidence weight (in-bin time / evidence_s, at most 1); an unmeasured bin holds the
-        value above it — below the lowest measured bin only when that bin lies inside the
-        Stribeck region (≤ 1.5·vs), else 1 (a ratio measured above the drop says nothing about
-        the drop). Projected so the scale stays in [q_min, q_max]."""
+    def weight(self, i: int) -> float:
+        """Evidence of bin i: in-bin time / evidence_s, at most 1."""
+        w = self.seen_s[i] / self.evidence_s
+        return w if w < 1.0 else 1.0
+
+    def refill(self, default: float, gate: float) -> None:
+        """The scale per bin: ``default`` (the Fc adapter's scale: the level) times the learned
+        shape. The shape is each bin's ratio over the reference ratio, the evidence-weighted
+        mean of the bins at or above ``gate`` (where the adapter sets the level; if none is
+        measured, the highest measured bin), so it does not depend on whether the adapter has
+        converged. From the top down: 1 above the highest measured bin; each measured bin moves
+        the value of the bin above it toward its shape by its evidence (:meth:`weight`; not
+        dead-zoned: a dead zone would leave its width as a steady error); an unmeasured bin
+        holds the value above it, so below the lowest measured bin the believed curve keeps its
+        shape at the level measured there (the Fc adapter's assumption: Fs follows Fc at the
+        identified ratio). Projected to [q_min, q_max]."""
         filled = self.filled
+        num = den = 0.0
+        top = -1
+        for i in range(_SPEED_BINS):
+            if self.count[i]:
+                top = i
+                if self.centers[i] >= gate:
+                    w = self.weight(i)
+                    num += w * self.q[i]
+                    den += w
+        if top < 0:
+            for i in range(_SPEED_BINS):
+                filled[i] = default
+            return
+        ref = num / den if den > 0.0 else self.q[top]
         prev = 1.0
-        low = -1  # lowest measured bin
         lo, hi = self.q_min, self.q_max
         for i in range(_SPEED_BINS - 1, -1, -1):
             if self.count[i]:
-                w = self.seen_s[i] / self.evidence_s
-                w = w if w < 1.0 else 1.0
-                prev = prev + w * (self.q[i] - prev)
-                low = i
+                prev = prev + self.weight(i) * (self.q[i] / ref - prev)
             x = default * prev
             filled[i] = hi if x > hi else (lo if x < lo else x)
-        if low >= 0 and self.centers[low] > self.vs_reach:
-            for i in range(low):
-                filled[i] = default
 
     def scale_at(self, speed: float, default: float) -> float:
         """Level multiplier at |v| = speed: linear in log|v| between bin centres (refill first);
@@ -269,8 +289,11 @@ class PathTable:
         if direction != self._pass:  # a pass ended: what it learned is used from the next one
             if self._pass != 0:
                 j = 0 if self._pass > 0 else 1
-                self.values[j][:] = self.pending[j]
-                self.values[j + 2][:] = self.pending[j + 2]
+                for k in (j, j + 2):
+                    self.values[k][:] = self.pending[k]
+                    counts = self.counts[k]
+                    for i in range(_PATH_BINS):  # older passes weigh half as much each pass
+                        counts[i] *= 0.5
             self._pass = direction
             if direction != 0:
                 j = 0 if direction > 0 else 1

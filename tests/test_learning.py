@@ -154,12 +154,14 @@ def test_learned_tables_are_frozen_in_a_fault():
 
 
 def test_quasi_steady_rule():
-    fs, sigma0, lag = 0.4, 1e5, 0.0016
-    assert quasi_steady(0.01, 0.01, 0.0, 1e-3, fs, sigma0, lag)
-    assert not quasi_steady(0.0, 0.01, 0.0, 1e-3, fs, sigma0, lag)  # stuck
-    assert not quasi_steady(0.01, 0.01, 0.0, 1e-5, fs, sigma0, lag)  # bristle transient
-    assert not quasi_steady(0.001, 0.001, 1.0, 1e-3, fs, sigma0, lag)  # speed changing fast
-    assert not quasi_steady(-0.01, 0.01, 0.0, 1e-3, fs, sigma0, lag)  # against the reference
+    fs, sigma0 = 0.4, 1e5
+    assert quasi_steady(0.01, 0.01, 0.0, 1e-3, fs, sigma0)
+    assert quasi_steady(0.011, 0.01, 0.1, 1e-3, fs, sigma0)  # a ramp, the axis 10 % ahead
+    assert not quasi_steady(0.011, 0.01, 0.0, 1e-3, fs, sigma0)  # at constant speed: transient
+    assert not quasi_steady(0.0, 0.01, 0.0, 1e-3, fs, sigma0)  # stuck
+    assert not quasi_steady(0.01, 0.01, 0.0, 1e-5, fs, sigma0)  # bristle transient
+    assert not quasi_steady(0.001, 0.001, 1.0, 1e-3, fs, sigma0)  # speed changing fast
+    assert not quasi_steady(-0.01, 0.01, 0.0, 1e-3, fs, sigma0)  # against the reference
 
 
 def _fill(table: SpeedTable, p: LuGreParams, speeds) -> None:
@@ -193,10 +195,12 @@ def test_static_curve_fit_recovers_the_curve_and_is_confident_only_with_the_drop
 def test_speed_table_projects_a_wrong_sign_measurement():
     table = SpeedTable(0.01, 0.5, 2.0, 0.016, 2.0)
     for _ in range(100):
-        table.sample(0.02, -0.3, -1.5, 1e-3)  # friction measured against the motion
-    table.refill(1.0)
+        table.sample(0.06, 0.2, 1.0, 1e-3)  # the level, where the adapter sets it
+        table.sample(0.005, -0.3, -1.5, 1e-3)  # friction measured against the motion
+    table.refill(1.0, 0.03)
     assert min(table.filled) == 0.5  # the projection's floor, not a negative level
-    assert 0.5 <= table.scale_at(0.02, 1.0) < 0.7
+    assert 0.5 <= table.scale_at(0.005, 1.0) < 0.55  # (interpolated toward the next bin)
+    assert table.scale_at(0.06, 1.0) == pytest.approx(1.0)
 
 
 def _halves(log, duration_s: float) -> tuple[float, float]:
@@ -223,8 +227,8 @@ def scan_runs(tmp_path_factory):
 def test_scan_second_half_improves_over_the_first_on_a_mismatched_set(scan_runs):
     first, second = _halves(scan_runs["on"][1], 20.0)
     off_first, off_second = _halves(scan_runs["off"][1], 20.0)
-    assert second < 0.5 * first  # pass by pass
-    assert off_second > 0.8 * off_first  # without the learned tables it does not
+    assert second < 0.8 * first  # pass by pass
+    assert off_second > 0.9 * off_first  # without the learned tables it does not
     assert second < 0.5 * off_second
     assert np.abs(scan_runs["on"][1]["learned_nm"]).max() <= 0.5 * 0.52 + 1e-12  # 0.5·Fs believed
 
@@ -255,5 +259,6 @@ def test_static_curve_proposal_moves_toward_the_truth_and_auto_applies_it(tmp_pa
     assert summary["curve_fit"]["applied_at_s"] != summary["curve_fit"]["applied_at_s"]  # NaN
     auto = runs["auto"][0]["curve_fit"]
     assert auto["confident"] and 0.0 < auto["applied_at_s"] < 16.0
-    assert _halves(runs["auto"][1], 16.0)[1] < 0.9 * _halves(runs["propose"][1], 16.0)[1]
+    auto_first, auto_second = _halves(runs["auto"][1], 16.0)
+    assert auto_second < _halves(runs["propose"][1], 16.0)[1] and auto_second < 0.6 * auto_first
     assert runs["auto"][0]["max_ff_param_step_nm"] <= 0.05 * believed.Fc + 1e-12  # bumpless
