@@ -3,40 +3,40 @@
 Units: rad, rad/s, N·m, s. Every step is a pure update with explicit ``dt_s``; plain floats and
 lists only (the per-tick path of the compensator).
 
-:class:`SpeedTable` — the static curve measured in quasi-steady sliding, as a ratio to the
-believed Stribeck level per |v| bin (log-spaced from 0.1·vs to 30·vs of the believed set). A
-sample is taken only in quasi-steady sliding (the rule in :func:`quasi_steady`): the momentum
-observer's friction r then is the static curve, whatever the motion (sines, scans, ramps,
-constant speed). Per bin a running mean (1/n, then forgetting with ``time_constant_s`` of
-in-bin time) of q = (r·sgn v − sigma2·|v|)/g(|v|) (the ratio to the believed curve), each
-sample projected to [q_min, q_max], and of |v|, r·sgn v. The table holds the *shape*: each
-bin's ratio over that of the bins where the Fc adapter sets the level. :meth:`SpeedTable.refill` turns the bins
-into the scale the LuGre models multiply their Stribeck level by (rule in its docstring): the
-measured ratio where there is evidence, the Fc adapter's scale where there is none. The
-models keep their dynamics (pre-sliding, reversal), with the measured curve as their steady
-state. The models keep
-their dynamics (pre-sliding, reversal), with the measured curve as their steady state.
+:class:`SpeedTable` — the static curve measured in quasi-steady sliding, per |v| bin (16,
+log-spaced from 0.1·vs to 30·vs of the believed set). A sample is taken only in quasi-steady
+sliding (the rule in :func:`quasi_steady`, and the compensator's settling after a jump of the
+reference): the momentum observer's friction r then is the static curve, whatever the motion
+(sines, scans, ramps, constant speed). Per bin and side (|v| rising, falling) a running mean
+(1/n, then forgetting with ``time_constant_s`` of in-bin time) of q = (r·sgn v −
+sigma2·|v|)/g(|v|) (the ratio to the believed curve), each sample projected to [q_min, q_max],
+and of |v| and r·sgn v; the two sides are averaged (their lag biases cancel). The table holds
+the *shape*: :meth:`SpeedTable.refill` divides each bin's ratio by that of the bins where the
+Fc adapter sets the level and multiplies by the adapter's scale: the scale the LuGre models
+multiply their Stribeck level by. The models keep their dynamics (pre-sliding, reversal), with
+the measured curve as their steady state.
 
 :class:`PathTable` — iterative learning along the path: the residual (measured − estimated
 friction) the model leaves, per direction and per distance travelled by the reference since it
 started moving in that direction (log-spaced bins from 0.05·Fs/sigma0 to 300·Fs/sigma0: the
 bristle scale, where breakaways and reversals live; LuGre friction after a reversal is a
 function of that distance at low speed), and, while the reference brakes for a stop (a
-reversal or a rest), per distance still to go, v_ref²/(2·|a_ref|), on the same bins. Each
-pass learns into a copy of the table (linear-
-interpolation weights, so the table stays smooth; the residual taken at the reference distance
-one momentum-observer lag earlier; a running mean whose older passes weigh half as much
-after each pass, so the table follows what the model gets wrong now, not while the Fc adapter
-was still converging); the copy replaces the table when the pass ends (the reference stops or
-reverses), so what a pass learned is fed forward from the next pass on,
-before the residual appears, and never within the pass (no fast loop through the residual). Bounded to ±limit, frozen while held (saturation, fault,
-non-finite input), zero at rest and beyond the last bin (steady sliding pays no noise for it).
+reversal or a rest), per distance still to go, v_ref²/(2·|a_ref|), on the same bins. Each pass
+learns into a copy of the table (linear-interpolation weights, so the table stays smooth; the
+residual taken one momentum-observer lag back along the path; a running mean in which older
+passes weigh half as much after each pass, so the table follows what the model gets wrong now);
+the copy replaces the table when the pass ends (the reference stops or reverses), so what a
+pass learned is fed forward from the next pass on, before the residual appears, and never
+within the pass (no fast loop through the residual). Bounded to ±limit, frozen while held
+(saturation, fault, non-finite input), zero at rest and beyond the last bin (steady sliding
+pays no noise for it).
 
 :class:`StaticCurveFit` — Fc, Fs, vs, sigma2 fitted to the speed table's measured bins:
 for each vs of a log grid (vs/4 … 4·vs of the believed set, one candidate per tick so the tick
-stays cheap) a weighted linear least-squares fit of Fc, Fs − Fc, sigma2 (sigma2 pulled weakly
-toward the believed value, so it is only moved by data spanning speeds), keeping the best vs.
-The fit is *confident* (:attr:`StaticCurveFit.confident`) when the rule of
+stays cheap) a weighted linear least-squares fit of Fc, Fs − Fc, sigma2 (sigma2 pulled toward
+the believed value as strongly as the top-speed bins, so only data spanning speeds move it;
+Fc > 0, Fs − Fc ≥ 0, sigma2 ≥ 0, Fs at most twice the largest friction measured), keeping the
+best vs. The fit is *confident* (:attr:`StaticCurveFit.confident`) when the rule of
 :meth:`StaticCurveFit._judge` holds.
 """
 

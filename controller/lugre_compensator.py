@@ -22,6 +22,12 @@ Per tick (all in :meth:`LuGreCompensator.step`, SI units):
    that is then released at most ``schedule.max_ff_step_nm`` per tick. The friction dynamics
    themselves are never rate-limited; ``param_step_nm`` is the parameter-induced change applied
    on this tick (≤ the bound, logged).
+7. learning (``observer.learning``, :mod:`controller.learning`): the path table's term (learned
+   on earlier passes) and the disturbance-observer term on what it does not predict are added
+   to the feedforward (``learned_nm``, together within ±dob_limit_nm); in ``lugre_adaptive`` the
+   speed table sets the models' Stribeck shape below the measured speeds, the static-curve fit
+   feeds the ``reidentify`` proposal and, with ``adaptation.stribeck: auto``, is applied
+   bumplessly (the same offset mechanism as a schedule switch) once confident.
 """
 
 from __future__ import annotations
