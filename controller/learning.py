@@ -27,7 +27,8 @@ residual taken one momentum-observer lag back along the path; a running mean in 
 passes weigh half as much after each pass, so the table follows what the model gets wrong now);
 the copy replaces the table when the pass ends (the reference stops or reverses), so what a
 pass learned is fed forward from the next pass on, before the residual appears, and never
-within the pass (no fast loop through the residual). Bounded to ±limit, frozen while held
+within the pass (no fast loop through the residual). The term is dead-zoned (what a
+well-modelled plant leaves is not fed forward), bounded to ±limit, frozen while held
 (saturation, fault, non-finite input), zero at rest and beyond the last bin (steady sliding
 pays no noise for it).
 
@@ -241,12 +242,13 @@ class SpeedTable:
 class PathTable:
     """Learned feedforward along the path from each start/reversal (module docstring)."""
 
-    __slots__ = ("d_lo", "inv_step", "limit_nm", "time_constant_s", "lag_s", "values",
+    __slots__ = ("d_lo", "inv_step", "limit_nm", "dead_nm", "time_constant_s", "lag_s", "values",
                  "pending", "counts", "term_nm", "predicted_nm", "_pass")
 
     def __init__(self, fs_nm: float, sigma0: float, limit_nm: float, time_constant_s: float,
-                 lag_s: float) -> None:
+                 lag_s: float, dead_nm: float = 0.0) -> None:
         self.d_lo = _PATH_LO * fs_nm / sigma0  # [rad]
+        self.dead_nm = dead_nm  # dead zone of the term fed forward [N·m]
         self.inv_step = _PATH_BINS / _PATH_SPAN
         self.limit_nm = limit_nm  # |value| bound [N·m]
         self.time_constant_s = time_constant_s  # forgetting, in-bin time [s]
@@ -311,6 +313,8 @@ class PathTable:
             self._learn(self.pending[k], self.counts[k], u, residual_nm, dt_s)
         u = self._coord(d_rad)
         term = self._value(table, u) if u >= 0.0 else 0.0
+        dead = self.dead_nm  # what stays inside the dead zone is not fed forward
+        term = term - dead if term > dead else (term + dead if term < -dead else 0.0)
         self.term_nm = term
         return term
 

@@ -123,7 +123,8 @@ class LuGreCompensator(Compensator):
         if observer.learning:
             lag = 1.0 / (2.0 * math.pi * observer.momentum_bandwidth_hz)
             self.path_table = PathTable(base.Fs, base.sigma0, observer.learning_limit_nm,
-                                        observer.learning_time_constant_s, lag)
+                                        observer.learning_time_constant_s, lag,
+                                        observer.dob_deadzone_nm)
             if adaptation is not None:  # the measured curve is a parameter adaptation
                 self.speed_table = SpeedTable(base.vs, adaptation.fc_min_nm / base.Fc,
                                               adaptation.fc_max_nm / base.Fc,
