@@ -87,7 +87,8 @@ class SpeedTable:
 
     __slots__ = ("v_lo", "inv_step", "q_min", "q_max", "evidence_s", "time_constant_s",
                  "q", "speed", "friction", "count", "seen_s", "filled", "centers",
-                 "side_q", "side_speed", "side_friction", "side_count", "side_seen_s")
+                 "side_q", "side_speed", "side_friction", "side_count", "side_seen_s",
+                 "version", "_filled_for")
 
     def __init__(self, vs: float, q_min: float, q_max: float, evidence_s: float,
                  time_constant_s: float) -> None:
@@ -117,6 +118,8 @@ class SpeedTable:
         self.count = [0] * n  # samples
         self.seen_s = [0.0] * n  # in-bin time [s]
         self.filled = [1.0] * n  # the scale per bin after refill [-]
+        self.version = 0  # counts changes of the bins (samples, rebase)
+        self._filled_for = (-1, math.nan, math.nan)  # (version, default, gate) of ``filled``
 
     def index(self, speed: float) -> int:
         """Bin of |v| (−1 below the table, n above)."""
@@ -149,6 +152,7 @@ class SpeedTable:
             self.side_speed[k][i] += alpha * (speed - self.side_speed[k][i])
             self.side_friction[k][i] += alpha * (friction_nm - self.side_friction[k][i])
         self._combine(i)
+        self.version += 1
         return i
 
     def _combine(self, i: int) -> None:
@@ -180,6 +184,7 @@ class SpeedTable:
         for i in range(_SPEED_BINS):
             if self.count[i]:
                 self._combine(i)
+        self.version += 1
 
     def weight(self, i: int) -> float:
         """Evidence of bin i: in-bin time / evidence_s, at most 1."""
@@ -196,7 +201,12 @@ class SpeedTable:
         dead-zoned: a dead zone would leave its width as a steady error); an unmeasured bin
         holds the value above it, so below the lowest measured bin the believed curve keeps its
         shape at the level measured there (the Fc adapter's assumption: Fs follows Fc at the
-        identified ratio). Projected to [q_min, q_max]."""
+        identified ratio). Projected to [q_min, q_max]. Nothing to do when neither the bins nor
+        the arguments changed since the last call."""
+        key = (self.version, default, gate)
+        if key == self._filled_for:
+            return
+        self._filled_for = key
         filled = self.filled
         num = den = 0.0
         top = -1
@@ -340,7 +350,7 @@ class StaticCurveFit:
     One vs candidate per :meth:`step`; a sweep over the grid publishes :attr:`best`."""
 
     __slots__ = ("vs_grid", "delta", "sigma2_prior", "k", "_best", "_best_sse", "best", "rms_nm",
-                 "confident", "sweeps", "_history")
+                 "confident", "sweeps", "_history", "_cache_version", "_cache")
 
     def __init__(self, vs: float, sigma2: float, delta: float) -> None:
         self.vs_grid = [vs * 0.25 * 16.0 ** (i / (_VS_GRID - 1)) for i in range(_VS_GRID)]
@@ -357,14 +367,22 @@ class StaticCurveFit:
         self.confident = False
         self.sweeps = 0
         self._history: list[tuple[float, float, float, float]] = []
+        # per vs candidate: the table version it was last solved on, and the result
+        self._cache_version = [-1] * _VS_GRID
+        self._cache: list[tuple[tuple[float, float, float, float], float] | None] = [None] * _VS_GRID
 
     def step(self, table: SpeedTable) -> None:
         """Evaluate the next vs candidate on the measured bins (needs ≥ 3 of them)."""
         bins = table.measured_bins()
         if len(bins) < 3:
             return
-        vs = self.vs_grid[self.k]
-        fit = self._solve(table, bins, vs)
+        k = self.k
+        if self._cache_version[k] == table.version:  # same bins: same answer
+            fit = self._cache[k]
+        else:
+            fit = self._solve(table, bins, self.vs_grid[k])
+            self._cache[k] = fit
+            self._cache_version[k] = table.version
         if fit is not None and fit[1] < self._best_sse:
             self._best_sse = fit[1]
             self._best = fit[0]
