@@ -138,8 +138,9 @@ class AdaptationConfig:
     #   Fs, vs, sigma2 from quasi-steady sliding, controller.learning.StaticCurveFit): off: not
     #   fitted, no proposal; propose: the fit (else the adapted Coulomb level) is the proposed
     #   set written with reidentify as proposed_params.yaml, the operator accepts it; auto: also
-    #   applied to the models once the fit is confident (bumpless: the feedforward moves at most
-    #   max_ff_step_nm per tick), again when a later confident fit differs by > 10 %
+    #   applied to the models once the fit is confident and the measured curve differs from the
+    #   believed shape (bumpless: the feedforward moves at most max_ff_step_nm per tick), again
+    #   when a later confident fit differs by > 10 %, at most every 5 s
 
     def __post_init__(self) -> None:
         for name in ("gate_velocity_rad_s", "rate_limit_nm_s", "fc_min_nm", "inconsistent_residual_nm",
