@@ -64,11 +64,21 @@ class ObserverConfig:
     dob_steady_s: Optional[float] = None  # steady sliding this long (|a_ref| ≈ 0, |v_ref| >
     #   0) => the term is faded out (over the same time) [s]; rule: 20/(2π·f_p) (20 position-loop
     #   time constants: 0.16 s at 20 Hz)
+    learning: bool = True  # learned tables (controller.learning): the static curve measured in
+    #   quasi-steady sliding per |v| bin (the models' Stribeck level below the adaptation gate),
+    #   and the residual learned along the path from each start/reversal, fed forward on the
+    #   next pass
+    learning_limit_nm: Optional[float] = None  # |path-table term| bound [N·m]; rule: 0.5·Fs
+    learning_time_constant_s: Optional[float] = None  # forgetting of the path table, in-bin
+    #   time [s]; rule: 2/(2π·f_p) (two position-loop time constants: 16 ms at 20 Hz)
+    learning_evidence_s: Optional[float] = None  # in-bin time for a speed bin's full weight
+    #   [s]; rule: 10/(2π·f_m) (ten momentum-observer time constants: 16 ms at 100 Hz)
 
     def __post_init__(self) -> None:
         for name in ("momentum_bandwidth_hz", "clamp_margin_nm", "residual_limit_nm",
                      "wrong_sign_velocity_rad_s", "dob_bandwidth_hz", "dob_limit_nm",
-                     "dob_steady_s"):
+                     "dob_steady_s", "learning_limit_nm", "learning_time_constant_s",
+                     "learning_evidence_s"):
             value = getattr(self, name)
             require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
         require(self.dob_deadzone_nm is None or self.dob_deadzone_nm >= 0, "dob_deadzone_nm",
@@ -124,10 +134,13 @@ class AdaptationConfig:
     #   the believed set does not explain the measured friction [s] (inconsistent: observer in
     #   fallback, or the 1 Hz mean of |residual| above inconsistent_residual_nm)
     inconsistent_residual_nm: Optional[float] = None  # [N·m]; rule: 0.1·Fc
-    stribeck: Literal["off", "propose", "auto"] = "propose"  # what reidentify does with the
-    #   proposed set (the believed set with the adapted Coulomb level): off: no proposal;
-    #   propose: written as proposed_params.yaml for the operator; auto: also applied as the
-    #   believed level (it already is, through the adapter scale)
+    stribeck: Literal["off", "propose", "auto"] = "propose"  # the online static-curve fit (Fc,
+    #   Fs, vs, sigma2 from quasi-steady sliding, controller.learning.StaticCurveFit): off: not
+    #   fitted, no proposal; propose: the fit (else the adapted Coulomb level) is the proposed
+    #   set written with reidentify as proposed_params.yaml, the operator accepts it; auto: also
+    #   applied to the models once the fit is confident and the measured curve differs from the
+    #   believed shape (bumpless: the feedforward moves at most max_ff_step_nm per tick), again
+    #   when a later confident fit differs by > 10 %, at most every 5 s
 
     def __post_init__(self) -> None:
         for name in ("gate_velocity_rad_s", "rate_limit_nm_s", "fc_min_nm", "inconsistent_residual_nm",
@@ -184,7 +197,10 @@ def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
         dob_bandwidth_hz=_pick(cfg.dob_bandwidth_hz, 20.0 * fp),
         dob_deadzone_nm=_pick(cfg.dob_deadzone_nm, 0.02 * p.Fc),
         dob_limit_nm=_pick(cfg.dob_limit_nm, 0.5 * p.Fs),
-        dob_steady_s=_pick(cfg.dob_steady_s, 20.0 / (2.0 * math.pi * fp)))
+        dob_steady_s=_pick(cfg.dob_steady_s, 20.0 / (2.0 * math.pi * fp)),
+        learning_limit_nm=_pick(cfg.learning_limit_nm, 0.5 * p.Fs),
+        learning_time_constant_s=_pick(cfg.learning_time_constant_s, 2.0 / (2.0 * math.pi * fp)),
+        learning_evidence_s=_pick(cfg.learning_evidence_s, 10.0 / (2.0 * math.pi * mbw)))
 
 
 def resolve_adaptation(cfg: AdaptationConfig, friction: FrictionParams) -> AdaptationConfig:

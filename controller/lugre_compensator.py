@@ -22,11 +22,18 @@ Per tick (all in :meth:`LuGreCompensator.step`, SI units):
    that is then released at most ``schedule.max_ff_step_nm`` per tick. The friction dynamics
    themselves are never rate-limited; ``param_step_nm`` is the parameter-induced change applied
    on this tick (≤ the bound, logged).
+7. learning (``observer.learning``, :mod:`controller.learning`): the path table's term (learned
+   on earlier passes) and the disturbance-observer term on what it does not predict are added
+   to the feedforward (``learned_nm``, together within ±dob_limit_nm); in ``lugre_adaptive`` the
+   speed table sets the models' Stribeck shape below the measured speeds, the static-curve fit
+   feeds the ``reidentify`` proposal and, with ``adaptation.stribeck: auto``, is applied
+   bumplessly (the same offset mechanism as a schedule switch) once confident.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +44,7 @@ from .estimation_config import (AdaptationConfig, ObserverConfig, ScheduleConfig
                                 resolve_observer)
 from .friction import DirectionalParams, FrictionParams, g
 from .gains import PIDGains
+from .learning import PathTable, SpeedTable, StaticCurveFit, quasi_steady
 from .observer import LuGreObserver, MomentumObserver, Watchdog
 from .schedule import Scheduler
 from .units import ROTARY, AxisUnits
@@ -105,10 +113,39 @@ class LuGreCompensator(Compensator):
         if adaptation is not None:
             self.adapter = FcAdapter(adaptation, self.estimator.active.Fc)
             self.drift = DriftMonitor(adaptation)
-        self._max_ff_step = (schedule.max_ff_step_nm or math.inf) if schedule is not None else math.inf
+        base = representative(friction)
+        self._believed = friction  # the configured set (the schedule's base)
+        self._base = base
+        # bound of a parameter-induced feedforward change per tick: the schedule's, else its rule
+        self._max_ff_step = ((schedule.max_ff_step_nm or math.inf) if schedule is not None
+                             else 0.05 * base.Fc)
+        self.speed_table: SpeedTable | None = None
+        self.path_table: PathTable | None = None
+        if observer.learning:
+            lag = 1.0 / (2.0 * math.pi * observer.momentum_bandwidth_hz)
+            self.path_table = PathTable(base.Fs, base.sigma0, observer.learning_limit_nm,
+                                        observer.learning_time_constant_s, lag,
+                                        observer.dob_deadzone_nm)
+            if adaptation is not None:  # the measured curve is a parameter adaptation
+                self.speed_table = SpeedTable(base.vs, adaptation.fc_min_nm / base.Fc,
+                                              adaptation.fc_max_nm / base.Fc,
+                                              observer.learning_evidence_s,
+                                              adaptation.time_constant_s)
+        self._qs_fs = base.Fs
+        # static-curve samples only after the loop settled from a jump of the reference (a
+        # start from rest, a speed step: its breakaway): 10 position-loop time constants
+        # (80 ms at 20 Hz)
+        self._settle_s = 10.0 / (2.0 * math.pi * pid.position_bandwidth_hz(J))
+        self._qs_sigma0 = base.sigma0
+        self.curve_fit: StaticCurveFit | None = None
+        self._auto = False
+        if (adaptation is not None and adaptation.stribeck != "off"
+                and self.speed_table is not None):
+            self.curve_fit = StaticCurveFit(base.vs, base.sigma2, base.delta)
+            self._auto = adaptation.stribeck == "auto"
         # the feedforward model with the previous tick's parameters, for the bump on a switch
         self._shadow = LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=margin)
-        self._switched_from: tuple[FrictionParams, float] | None = None
+        self._switched_from: tuple[FrictionParams, float, float] | None = None
         self.warnings: list[str] = list(self.scheduler.warnings) if self.scheduler else []
         self.reset()
 
@@ -155,6 +192,50 @@ class LuGreCompensator(Compensator):
         if self.adapter is not None:
             self.adapter.gate.lo = self._gate_max
             self.drift.high_gate.lo = self._gate_max
+        self.path_nm = 0.0  # path-table term in the feedforward [N·m]
+        self._dir = 0  # direction of the reference since it last started or reversed
+        self._dir_start_ref = 0.0  # reference position where it did [rad]
+        self._dir_start_pos = 0.0  # measured position there [rad]
+        self._dir_time_s = 0.0  # time since then [s]
+        self._vref_prev = 0.0  # the reference velocity of the previous tick [rad/s]
+        if self.speed_table is not None:
+            self.speed_table.reset()
+        if self.path_table is not None:
+            self.path_table.reset()
+        if self.curve_fit is not None:
+            self.curve_fit.reset()
+        self.curve_factors: tuple[float, float, float, float] | None = None  # applied (auto)
+        self._curve_applied_s = -math.inf
+        self.curve_applied_s = math.nan  # when auto last applied the fit [s]
+        self._fit_judged = -1  # the fit sweep last judged by _curve_differs
+        self._differs_sweeps = 0  # sweeps in a row on which the curve differed
+        if self.estimator.params is not self._current_set():
+            self._set_params(self._current_set())
+            self._switched_from = None  # a reset starts afresh: no bump to absorb
+
+    def _current_set(self) -> FrictionParams:
+        """The set the models use: the scheduler's blend (else the believed set), with the
+        applied static-curve factors (``adaptation.stribeck: auto``) on top."""
+        params = self.scheduler.params if self.scheduler is not None else self._believed
+        factors = self.curve_factors
+        if factors is None:
+            return params
+        return _factored(params, factors)
+
+    def _set_params(self, params: FrictionParams) -> None:
+        """Swap the models' set between ticks; the feedforward bump it causes is absorbed on the
+        next step and released at ``max_ff_step_nm`` per tick (bumpless)."""
+        model = self.ff_model if self.ff_model is not None else self.estimator
+        if self._switched_from is None:
+            self._switched_from = (model.params, model.L, model.scale)
+        self.estimator.set_params(params)
+        if self._residual:  # keep ω_L = L·sigma0 at the configured bandwidth
+            self.estimator.L = LuGreObserver.gain_for(self.cfg.bandwidth_hz, params)
+        if self.ff_model is not None:
+            self.ff_model.set_params(params)
+            self.ff_model.L = self.estimator.L
+        if self._static is not None:
+            self._static.params = params
 
     def _schedule(self, s: TickSignals, dt_s: float) -> None:
         sched = self.scheduler
@@ -162,20 +243,53 @@ class LuGreCompensator(Compensator):
         sched.update(dt_s, temperature_c=s.temperature_c, payload_kg=s.payload_kg,
                      speed_rad_s=abs(v_ref), direction=(v_ref > 0.0) - (v_ref < 0.0))
         if sched.changed:
-            params = sched.params
-            model = self.ff_model if self.ff_model is not None else self.estimator
-            if self._switched_from is None:
-                self._switched_from = (model.params, model.L)
-            self.estimator.set_params(params)
-            if self._residual:  # keep ω_L = L·sigma0 at the configured bandwidth
-                self.estimator.L = LuGreObserver.gain_for(self.cfg.bandwidth_hz, params)
-            if self.ff_model is not None:
-                self.ff_model.set_params(params)
-                self.ff_model.L = self.estimator.L
-            if self._static is not None:
-                self._static.params = params
+            self._set_params(self._current_set())
             self.weights = sched.weights
             self.pid_gains = sched.gains
+
+    def _curve_differs(self) -> bool:
+        """The measured static curve is not the believed one at any level: with the believed
+        curve scaled to the measured bins by least squares (k·g(v) + sigma2·v, the level the Fc
+        adapter could reach), some bin still deviates by more than 5 % of k·Fc (bins agree
+        with the curve of an exact set within 1–2 %). Judged on the
+        measured speeds only (nothing extrapolated: a fit's Fs below the slowest bin is not
+        evidence)."""
+        table = self.speed_table
+        b = representative(self._current_set())
+        bins = table.measured_bins()
+        if len(bins) < 3:
+            return False
+        num = den = 0.0
+        levels = []
+        for i in bins:
+            v = table.speed[i]
+            level = g(b, v)
+            f = table.friction[i] - b.sigma2 * v
+            levels.append((level, f))
+            num += level * f
+            den += level * level
+        k = num / den
+        limit = 0.05 * k * b.Fc
+        return any(abs(f - k * level) > limit for level, f in levels)
+
+    def _apply_curve(self, t_s: float) -> None:
+        """``adaptation.stribeck: auto``: the confident static-curve fit becomes the models' curve
+        (factors on the set in use, so a schedule keeps its regions); the Fc adapter restarts
+        from it, the speed table is re-expressed against it."""
+        factors = _fit_factors(self)
+        if factors is None:
+            return
+        old = self.curve_factors or (1.0, 1.0, 1.0, 1.0)
+        if max(abs(f / o - 1.0) for f, o in zip(factors[:3], old[:3])) <= 0.1:
+            return
+        self.curve_factors = factors
+        self._curve_applied_s = t_s
+        self.curve_applied_s = t_s
+        params = self._current_set()
+        self._set_params(params)
+        if self.adapter is not None:
+            self.adapter.scale = 1.0
+        self.speed_table.rebase(representative(params))
 
     def _fallback_ff(self, s: TickSignals, v: float, r: float, fallback: bool, dt_s: float) -> float:
         """The fallback feedforward: the static Stribeck curve of the reference — unless that
@@ -221,6 +335,13 @@ class LuGreCompensator(Compensator):
         ff_model = self.ff_model
         switched = self._switched_from is not None
         shadow_z = (ff_model or est).z_hat  # the feedforward model's state before this step
+        table = self.speed_table
+        if table is not None and finite:  # the measured curve below the gate (module docstring)
+            default = self.adapter.scale if self.adapter is not None else 1.0
+            table.refill(default, self.adapter.gate.lo if self.adapter is not None else 0.0)
+            est.scale = table.scale_at(v if v >= 0.0 else -v, default)
+            if ff_model is not None:
+                ff_model.scale = table.scale_at(v_ref if v_ref >= 0.0 else -v_ref, default)
         if finite:
             mo = self.momentum
             if first:
@@ -251,6 +372,7 @@ class LuGreCompensator(Compensator):
         hold = s.saturated or s.faulted or not finite
         if self.adapter is not None:
             p = est.active
+            table_scale = est.scale  # the level the estimator used this tick
             speed_ref = v_ref if v_ref >= 0.0 else -v_ref
             if self._gate_auto and speed_ref > self._peak_vref:  # gate reachable by the motion
                 self._peak_vref = speed_ref
@@ -258,13 +380,21 @@ class LuGreCompensator(Compensator):
                 gate = gate if gate < self._gate_max else self._gate_max
                 self.adapter.gate.lo = gate
                 self.drift.high_gate.lo = gate
+            # the adapter and the drift monitor judge the believed curve: the residual the model
+            # would have left without the speed table (what the table changed in the level
+            # added back; exact in quasi-steady sliding, where both act)
+            believed_residual = residual
+            scale = self.adapter.scale
+            if table_scale != scale and v != 0.0 and finite:
+                level = (table_scale - scale) * g(p, v)
+                believed_residual += level if v > 0.0 else -level
             # not held in fallback: the adapter is what can make the model consistent again
-            scale = self.adapter.step(residual, v, dt_s, hold=hold, fc_nominal_nm=p.Fc)
+            scale = self.adapter.step(believed_residual, v, dt_s, hold=hold, fc_nominal_nm=p.Fc)
             est.scale = scale
             if ff_model is not None:
                 ff_model.scale = scale
             self.fc_hat_nm = scale * p.Fc
-            drift = self.drift.step(residual, v, p.vs, dt_s, hold or fallback,
+            drift = self.drift.step(believed_residual, v, p.vs, dt_s, hold or fallback,
                                     sliding=self.adapter.direction)
             if speed_ref > 0.0 and not hold:  # inconsistency judged while moving
                 mean = self._abs_residual
@@ -287,8 +417,16 @@ class LuGreCompensator(Compensator):
                     self.reidentify_t_s = s.t_s
         else:
             self.fc_hat_nm = est.active.Fc
+        dob_input = residual
+        if self.path_table is not None:
+            dob_input = self._learn(s, r, residual, hold, dt_s)
         if self._dob:
-            model += self._dob_step(residual, v_ref, s.acc_ref_rad_s2, dt_s, hold)
+            self._dob_step(dob_input, v_ref, s.acc_ref_rad_s2, dt_s, hold)
+        learned = self.dob_nm + self.path_nm  # together within ±dob_limit_nm
+        lim = self._dob_limit
+        learned = lim if learned > lim else (-lim if learned < -lim else learned)
+        self.learned_nm = learned
+        model += learned
         # crossfade observer <-> fallback
         lam = self.fallback_weight
         if fallback or lam > 0.0:
@@ -366,51 +504,158 @@ class LuGreCompensator(Compensator):
         self.dob_weight = w
         term *= w
         self.dob_nm = term
-        self.learned_nm = term
         return term
+
+    def _learn(self, s: TickSignals, r: float, residual: float, hold: bool, dt_s: float) -> float:
+        """The learned tables (module :mod:`controller.learning`): the direction and distance
+        of the reference since it last started or reversed; a static-curve sample in
+        quasi-steady sliding; the path table stepped (its term in ``path_nm``); the curve fit
+        one candidate on; ``auto`` applies a confident fit. Returns the DOB's input: the residual
+        less what the path table already predicts."""
+        if hold:  # frozen: nothing learned, the term held
+            return residual
+        v_ref = s.vel_ref_rad_s
+        direction = (v_ref > 0.0) - (v_ref < 0.0)
+        jump = v_ref - self._vref_prev
+        self._vref_prev = v_ref
+        a_ref = s.acc_ref_rad_s2
+        if jump * jump > 4.0 * a_ref * a_ref * dt_s * dt_s + 1e-18:
+            # the reference jumped (a start from rest, a speed step): the loop's own transient
+            # (a breakaway) follows; static-curve samples wait until it has settled
+            self._dir_time_s = 0.0
+        if direction != self._dir:
+            self._dir = direction
+            self._dir_start_ref = s.pos_ref_rad
+            self._dir_start_pos = s.pos_rad
+        path = self.path_table
+        if direction == 0:
+            self.path_nm = path.step(0.0, 0.0, 0, 0, 0.0, dt_s, True)
+            return residual
+        d_ref = s.pos_ref_rad - self._dir_start_ref
+        d_ref = d_ref if d_ref >= 0.0 else -d_ref
+        speed_ref = v_ref if v_ref > 0.0 else -v_ref
+        back = speed_ref * path.lag_s  # the path one residual lag earlier
+        acc = s.acc_ref_rad_s2
+        to_go = -0.5 * speed_ref * v_ref / acc if acc * v_ref < 0.0 else math.inf
+        if to_go < d_ref:  # braking, nearer the stop than the start: by the distance to go
+            self.path_nm = path.step(to_go, to_go + back, direction, 1, residual, dt_s, False)
+        else:
+            self.path_nm = path.step(d_ref, d_ref - back, direction, 0, residual, dt_s, False)
+        vel = s.vel_rad_s
+        travel = s.pos_rad - self._dir_start_pos
+        travel = travel if travel >= 0.0 else -travel
+        self._dir_time_s += dt_s
+        table = self.speed_table
+        adapter = self.adapter
+        if table is None or adapter is None:
+            return residual - path.predicted_nm
+        if (self._dir_time_s >= self._settle_s
+                and quasi_steady(vel, v_ref, s.acc_ref_rad_s2, travel, self._qs_fs,
+                                 self._qs_sigma0)):
+            speed = vel if vel >= 0.0 else -vel
+            p = self.estimator.active
+            friction = r if vel > 0.0 else -r
+            acc = s.acc_ref_rad_s2
+            rising = acc * v_ref  # > 0: |v| rising
+            side = 0 if rising == 0.0 else (1 if rising > 0.0 else -1)
+            table.sample(speed, friction, (friction - p.sigma2 * speed) / g(p, speed), dt_s,
+                         side)
+        fit = self.curve_fit
+        if fit is not None:
+            fit.step(table)
+            if fit.sweeps != self._fit_judged:  # judged once per sweep of the vs grid
+                self._fit_judged = fit.sweeps
+                self._differs_sweeps = self._differs_sweeps + 1 if self._curve_differs() else 0
+                differs = self._differs_sweeps >= 40  # for 40 sweeps in a row (1 s at 1 kHz)
+                if differs and not self.reidentify:
+                    self.reidentify = True
+                    self.reidentify_reason = "static curve differs (online fit)"
+                    self.reidentify_t_s = s.t_s
+                if (differs and fit.confident and self._auto
+                        and s.t_s - self._curve_applied_s >= 5.0):
+                    self._apply_curve(s.t_s)
+        return residual - path.predicted_nm
 
     def _shadow_step(self, model: LuGreObserver, z_prev: float, args: tuple) -> float:
         """The model's output this tick had the parameters not changed (same state, inputs)."""
-        params, L = self._switched_from
+        params, L, scale = self._switched_from
         sh = self._shadow
+        sh.scale = scale
         sh.set_params(params)
         sh.L = L
-        sh.scale = model.scale
         sh.z_hat = z_prev
         return sh.step(*args)
 
 
+def _factored(params: FrictionParams, factors: tuple[float, float, float, float]
+              ) -> FrictionParams:
+    """``params`` with Fc, Fs, vs, sigma2 multiplied by ``factors`` (Fs kept >= Fc)."""
+    kfc, kfs, kvs, ks2 = factors
+    if isinstance(params, DirectionalParams):
+        return DirectionalParams(_factored(params.forward, factors),
+                                 _factored(params.reverse, factors))
+    fc = params.Fc * kfc
+    return replace(params, Fc=fc, Fs=max(params.Fs * kfs, fc), vs=params.vs * kvs,
+                   sigma2=params.sigma2 * ks2)
+
+
+def _fit_factors(comp: LuGreCompensator) -> tuple[float, float, float, float] | None:
+    """The online static-curve fit as factors on the believed set (None: no fit yet)."""
+    fit = comp.curve_fit
+    if fit is None or fit.best is None:
+        return None
+    fc, fs, vs, s2 = fit.best
+    b = comp._base
+    return fc / b.Fc, fs / b.Fs, vs / b.vs, s2 / b.sigma2 if b.sigma2 > 0.0 else 1.0
+
+
 def proposed_friction(comp: LuGreCompensator) -> FrictionParams:
-    """The set proposed with ``reidentify``: the believed set with Fc and Fs at the adapted
-    level (the adapter's scale; vs, sigma0, sigma1, sigma2 as believed)."""
-    k = comp.estimator.scale
-    p = comp.estimator.params
-    if isinstance(p, DirectionalParams):
-        return DirectionalParams(p.forward.scaled(Fc=k, Fs=k), p.reverse.scaled(Fc=k, Fs=k))
-    return p.scaled(Fc=k, Fs=k)
+    """The set proposed with ``reidentify``: the believed set (``controller.friction``) with the
+    online static-curve fit's Fc, Fs, vs, sigma2 (as factors, so a directional set keeps its
+    asymmetry) — or, before any fit, with Fc and Fs at the adapter's level (vs, sigma2 as
+    believed). sigma0, sigma1 as believed."""
+    factors = _fit_factors(comp)
+    if factors is not None:
+        return _factored(comp._believed, factors)
+    k = comp.adapter.scale if comp.adapter is not None else 1.0
+    return _factored(comp._believed, (k, k, 1.0, 1.0))
 
 
 def reidentify_report(comp: Compensator, out_dir: Path,
                       axis: AxisUnits = ROTARY) -> dict[str, Any]:
     """summary.json fields of the alarm; with ``adaptation.stribeck`` propose/auto the proposed
     set is written as ``proposed_params.yaml`` in the params.yaml format of ``identify`` (its
-    writer), loadable by ``--params`` and ``replay --params``."""
+    writer), loadable by ``--params`` and ``replay --params``. ``curve_fit`` (when fitted): the
+    online static curve, whether it is confident, and when ``auto`` applied it."""
     if not isinstance(comp, LuGreCompensator) or comp.adaptation_cfg is None:
         return {}
     out: dict[str, Any] = {"reidentify_reason": comp.reidentify_reason or "none",
                            "reidentify_at_s": comp.reidentify_t_s}
+    fit = comp.curve_fit
+    best = fit.best if fit is not None else None
+    fitted = fit is not None and best is not None
+    if fit is not None and best is not None:
+        fc, fs, vs, s2 = best
+        out["curve_fit"] = {"Fc": fc, "Fs": fs, "vs": vs, "sigma2": s2, "rms_nm": fit.rms_nm,
+                            "confident": fit.confident, "applied_at_s": comp.curve_applied_s}
     if comp.reidentify and comp.adaptation_cfg.stribeck != "off":
         from hil.identify import IdentifyResult, _write_params
 
         friction = proposed_friction(comp)
         path = out_dir / "proposed_params.yaml"
+        if fitted:
+            sources = {name: "online static-curve fit (quasi-steady sliding)"
+                       for name in ("Fc", "Fs", "vs", "sigma2")}
+        else:
+            sources = {"Fc": "online adaptation", "Fs": "online adaptation (ratio kept)"}
         _write_params(path, axis=axis, result=IdentifyResult(
-            friction=friction, uncertainty={}, sources={"Fc": "online adaptation",
-                                                        "Fs": "online adaptation (ratio kept)"},
+            friction=friction, uncertainty={}, sources=sources,
             directional=isinstance(friction, DirectionalParams), points=[],
             diagnostics={"source": "frictionctl online proposal (reidentify)",
                          "reason": comp.reidentify_reason, "raised_at_s": comp.reidentify_t_s,
-                         "fc_scale": comp.estimator.scale}))
+                         "fc_scale": comp.adapter.scale if comp.adapter is not None else 1.0,
+                         "curve_fit_confident": fit is not None and fitted and fit.confident,
+                         "curve_fit_rms_nm": fit.rms_nm if fit is not None and fitted else None}))
         out["proposed_params"] = str(path)
     return out
 

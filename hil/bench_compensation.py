@@ -407,12 +407,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="also identify each non-reference plant (damped, stiff, Monte Carlo) "
                              "from the shipped believed set and run it with the identified set "
                              "(cases <name>/id)")
+    parser.add_argument("--stribeck", choices=("off", "propose", "auto"), default=None,
+                        help="override controller.adaptation.stribeck (the online static-curve "
+                             "fit; default: the config's, propose)")
     parser.add_argument("--out", default="bench-out")
     add_executor_arguments(parser)
     args = parser.parse_args(argv)
     spec = spec_from_args(args)
     t_start = time.perf_counter()
     cfg = load_config(resolve_config_path(args.config))
+    if args.stribeck is not None:
+        ctrl = cfg.controller
+        cfg = dataclasses.replace(cfg, controller=dataclasses.replace(
+            ctrl, adaptation=dataclasses.replace(ctrl.adaptation, stribeck=args.stribeck)))
     modes = tuple(m for m in args.modes.split(",") if m)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -440,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"goal lines: need every mode ({','.join(BENCH_MODES)}) and scenario "
               f"({','.join(GOAL_SCENARIOS)}); not printed for this subset")
-    report = {"seed": args.seed, "mismatch": args.mismatch,
+    report = {"seed": args.seed, "mismatch": args.mismatch, "stribeck": args.stribeck,
               "cases": {name: kind for name, kind, _ in cases}, "results": results}
     # what depends on the machine and the executor lives under "timing" alone: the rest of the
     # file is the same for any --jobs or --cluster
