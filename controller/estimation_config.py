@@ -172,6 +172,14 @@ def representative(params: FrictionParams) -> LuGreParams:
     return params
 
 
+def resolved(value: Optional[float]) -> float:
+    """A threshold of a resolved config (``resolve_observer``/``resolve_adaptation`` replaced
+    every ``None`` by its rule): typed as the float it now is."""
+    if value is None:
+        raise ValueError("unresolved threshold: resolve the config first")
+    return value
+
+
 def _pick(value: Optional[float], rule: float) -> float:
     return rule if value is None else value
 

@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Any
 
 from .adaptation import DriftMonitor, FcAdapter
 from .compensation import Compensator, StaticCompensator, TickSignals
-from .estimation_config import (AdaptationConfig, ObserverConfig, ScheduleConfig,
+from .estimation_config import (resolved, AdaptationConfig, ObserverConfig, ScheduleConfig,
                                 anchored, representative, resolve_adaptation,
                                 resolve_observer)
-from .friction import DirectionalParams, FrictionParams, g
+from .friction import DirectionalParams, FrictionParams, LuGreParams, g
 from .gains import PIDGains
 from .learning import PathTable, SpeedTable, StaticCurveFit, quasi_steady
 from .observer import LuGreObserver, MomentumObserver, Watchdog
@@ -79,31 +79,32 @@ class LuGreCompensator(Compensator):
             adaptation = resolve_adaptation(adaptation, friction)
         self.adaptation_cfg = adaptation
         self._gate_fraction = adaptation.gate_motion_fraction if adaptation is not None else 1.0
-        self._gate_max = adaptation.gate_velocity_rad_s if adaptation is not None else 0.0
+        self._gate_max = resolved(adaptation.gate_velocity_rad_s) if adaptation is not None else 0.0
         self._dob = observer.dob
-        self._dob_gain = -math.expm1(-2.0 * math.pi * observer.dob_bandwidth_hz * 1e-3)
+        self._dob_gain = -math.expm1(-2.0 * math.pi * resolved(observer.dob_bandwidth_hz) * 1e-3)
         self._dob_dt = 1e-3
         self._dob_peak_decay = math.exp(-1e-3)
-        self._dob_dead = observer.dob_deadzone_nm
-        self._dob_limit = observer.dob_limit_nm
-        self._dob_steady = observer.dob_steady_s
+        self._dob_dead = resolved(observer.dob_deadzone_nm)
+        self._dob_limit = resolved(observer.dob_limit_nm)
+        self._dob_steady = resolved(observer.dob_steady_s)
         self._inv_vs = 1.0 / representative(friction).vs
         self._inconsistent_limit = adaptation.inconsistent_s if adaptation is not None else math.inf
-        self._inconsistent_nm = (adaptation.inconsistent_residual_nm  # type: ignore[assignment]
+        self._inconsistent_nm = (resolved(adaptation.inconsistent_residual_nm)
                                  if adaptation is not None else math.inf)
         self._abs_gain = -math.expm1(-2.0 * math.pi * 1.0 * 1e-3)  # 1 Hz mean of |residual| at 1 kHz
         self._residual = observer.correction == "residual"
-        L = LuGreObserver.gain_for(observer.bandwidth_hz, friction) if self._residual else 0.0
+        L = LuGreObserver.gain_for(resolved(observer.bandwidth_hz), friction) if self._residual else 0.0
         k = observer.tracking_gain_per_s if observer.correction == "tracking_error" else 0.0
-        margin = observer.clamp_margin_nm
-        self.momentum = MomentumObserver(J, Kt, observer.momentum_bandwidth_hz)
+        margin = resolved(observer.clamp_margin_nm)
+        self.momentum = MomentumObserver(J, Kt, resolved(observer.momentum_bandwidth_hz))
         self.estimator = LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=margin)
         self.ff_model = (LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=margin)
                          if observer.feedforward == "reference" else None)
-        self.watchdog = Watchdog(observer.residual_limit_nm, observer.wrong_sign_velocity_rad_s,
-                                 observer.watchdog_s, observer.recover_s)
-        self._static_watchdog = Watchdog(observer.residual_limit_nm,
-                                         observer.wrong_sign_velocity_rad_s, observer.watchdog_s)
+        residual_limit = resolved(observer.residual_limit_nm)
+        wrong_sign = resolved(observer.wrong_sign_velocity_rad_s)
+        watchdog_s = resolved(observer.watchdog_s)
+        self.watchdog = Watchdog(residual_limit, wrong_sign, watchdog_s, resolved(observer.recover_s))
+        self._static_watchdog = Watchdog(residual_limit, wrong_sign, watchdog_s)
         self._static = (StaticCompensator(friction, "stribeck", v_eps)
                         if observer.fallback == "stribeck" else None)
         self._fade_rate = 1.0 / observer.fade_s if observer.fade_s > 0.0 else math.inf  # [1/s]
@@ -122,14 +123,14 @@ class LuGreCompensator(Compensator):
         self.speed_table: SpeedTable | None = None
         self.path_table: PathTable | None = None
         if observer.learning:
-            lag = 1.0 / (2.0 * math.pi * observer.momentum_bandwidth_hz)
-            self.path_table = PathTable(base.Fs, base.sigma0, observer.learning_limit_nm,
-                                        observer.learning_time_constant_s, lag,
-                                        observer.dob_deadzone_nm)
+            lag = 1.0 / (2.0 * math.pi * resolved(observer.momentum_bandwidth_hz))
+            self.path_table = PathTable(base.Fs, base.sigma0, resolved(observer.learning_limit_nm),
+                                        resolved(observer.learning_time_constant_s), lag,
+                                        self._dob_dead)
             if adaptation is not None:  # the measured curve is a parameter adaptation
-                self.speed_table = SpeedTable(base.vs, adaptation.fc_min_nm / base.Fc,
-                                              adaptation.fc_max_nm / base.Fc,
-                                              observer.learning_evidence_s,
+                self.speed_table = SpeedTable(base.vs, resolved(adaptation.fc_min_nm) / base.Fc,
+                                              resolved(adaptation.fc_max_nm) / base.Fc,
+                                              resolved(observer.learning_evidence_s),
                                               adaptation.time_constant_s)
         self._qs_fs = base.Fs
         # static-curve samples only after the loop settled from a jump of the reference (a
@@ -166,6 +167,7 @@ class LuGreCompensator(Compensator):
         self.fallback_mode = ""
         if self.adapter is not None:
             self.adapter.reset()
+        if self.drift is not None:
             self.drift.reset()
         if self.scheduler is not None:
             self.scheduler.reset()
@@ -191,6 +193,7 @@ class LuGreCompensator(Compensator):
         self._peak_vref = 0.0  # largest |v_ref| so far [rad/s]
         if self.adapter is not None:
             self.adapter.gate.lo = self._gate_max
+        if self.drift is not None:
             self.drift.high_gate.lo = self._gate_max
         self.path_nm = 0.0  # path-table term in the feedforward [N·m]
         self._dir = 0  # direction of the reference since it last started or reversed
@@ -230,7 +233,7 @@ class LuGreCompensator(Compensator):
             self._switched_from = (model.params, model.L, model.scale)
         self.estimator.set_params(params)
         if self._residual:  # keep ω_L = L·sigma0 at the configured bandwidth
-            self.estimator.L = LuGreObserver.gain_for(self.cfg.bandwidth_hz, params)
+            self.estimator.L = LuGreObserver.gain_for(resolved(self.cfg.bandwidth_hz), params)
         if self.ff_model is not None:
             self.ff_model.set_params(params)
             self.ff_model.L = self.estimator.L
@@ -239,6 +242,7 @@ class LuGreCompensator(Compensator):
 
     def _schedule(self, s: TickSignals, dt_s: float) -> None:
         sched = self.scheduler
+        assert sched is not None  # called only with a schedule
         v_ref = s.vel_ref_rad_s
         sched.update(dt_s, temperature_c=s.temperature_c, payload_kg=s.payload_kg,
                      speed_rad_s=abs(v_ref), direction=(v_ref > 0.0) - (v_ref < 0.0))
@@ -255,6 +259,7 @@ class LuGreCompensator(Compensator):
         measured speeds only (nothing extrapolated: a fit's Fs below the slowest bin is not
         evidence)."""
         table = self.speed_table
+        assert table is not None  # called only with the speed table
         b = representative(self._current_set())
         bins = table.measured_bins()
         if len(bins) < 3:
@@ -289,7 +294,8 @@ class LuGreCompensator(Compensator):
         self._set_params(params)
         if self.adapter is not None:
             self.adapter.scale = 1.0
-        self.speed_table.rebase(representative(params))
+        if self.speed_table is not None:
+            self.speed_table.rebase(representative(params))
 
     def _fallback_ff(self, s: TickSignals, v: float, r: float, fallback: bool, dt_s: float) -> float:
         """The fallback feedforward: the static Stribeck curve of the reference — unless that
@@ -370,7 +376,8 @@ class LuGreCompensator(Compensator):
             model = ff_model.f_hat if ff_model is not None else f_hat
         fallback = self.watchdog.step(residual, f_hat, v, dt_s, finite)
         hold = s.saturated or s.faulted or not finite
-        if self.adapter is not None:
+        drift_monitor = self.drift  # present with the adapter
+        if self.adapter is not None and drift_monitor is not None:
             p = est.active
             table_scale = est.scale  # the level the estimator used this tick
             speed_ref = v_ref if v_ref >= 0.0 else -v_ref
@@ -379,7 +386,7 @@ class LuGreCompensator(Compensator):
                 gate = self._gate_fraction * speed_ref
                 gate = gate if gate < self._gate_max else self._gate_max
                 self.adapter.gate.lo = gate
-                self.drift.high_gate.lo = gate
+                drift_monitor.high_gate.lo = gate
             # the adapter and the drift monitor judge the believed curve: the residual the model
             # would have left without the speed table (what the table changed in the level
             # added back; exact in quasi-steady sliding, where both act)
@@ -394,7 +401,7 @@ class LuGreCompensator(Compensator):
             if ff_model is not None:
                 ff_model.scale = scale
             self.fc_hat_nm = scale * p.Fc
-            drift = self.drift.step(believed_residual, v, p.vs, dt_s, hold or fallback,
+            drift = drift_monitor.step(believed_residual, v, p.vs, dt_s, hold or fallback,
                                     sliding=self.adapter.direction)
             if speed_ref > 0.0 and not hold:  # inconsistency judged while moving
                 mean = self._abs_residual
@@ -469,7 +476,7 @@ class LuGreCompensator(Compensator):
             return self.dob_nm
         if dt_s != self._dob_dt:
             self._dob_dt = dt_s
-            self._dob_gain = -math.expm1(-2.0 * math.pi * self.cfg.dob_bandwidth_hz * dt_s)
+            self._dob_gain = -math.expm1(-2.0 * math.pi * resolved(self.cfg.dob_bandwidth_hz) * dt_s)
             self._dob_peak_decay = math.exp(-dt_s)
         x = self._dob_lpf
         x += self._dob_gain * (residual - x)
@@ -528,6 +535,7 @@ class LuGreCompensator(Compensator):
             self._dir_start_ref = s.pos_ref_rad
             self._dir_start_pos = s.pos_rad
         path = self.path_table
+        assert path is not None  # called only with learning on
         if direction == 0:
             self.path_nm = path.step(0.0, 0.0, 0, 0, 0.0, dt_s, True)
             return residual
@@ -578,7 +586,9 @@ class LuGreCompensator(Compensator):
 
     def _shadow_step(self, model: LuGreObserver, z_prev: float, args: tuple) -> float:
         """The model's output this tick had the parameters not changed (same state, inputs)."""
-        params, L, scale = self._switched_from
+        switched = self._switched_from
+        assert switched is not None  # called only right after a switch
+        params, L, scale = switched
         sh = self._shadow
         sh.scale = scale
         sh.set_params(params)
@@ -592,8 +602,13 @@ def _factored(params: FrictionParams, factors: tuple[float, float, float, float]
     """``params`` with Fc, Fs, vs, sigma2 multiplied by ``factors`` (Fs kept >= Fc)."""
     kfc, kfs, kvs, ks2 = factors
     if isinstance(params, DirectionalParams):
-        return DirectionalParams(_factored(params.forward, factors),
-                                 _factored(params.reverse, factors))
+        return DirectionalParams(_factored_set(params.forward, factors),
+                                 _factored_set(params.reverse, factors))
+    return _factored_set(params, factors)
+
+
+def _factored_set(params: LuGreParams, factors: tuple[float, float, float, float]) -> LuGreParams:
+    kfc, kfs, kvs, ks2 = factors
     fc = params.Fc * kfc
     return replace(params, Fc=fc, Fs=max(params.Fs * kfs, fc), vs=params.vs * kvs,
                    sigma2=params.sigma2 * ks2)

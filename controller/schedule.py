@@ -68,8 +68,9 @@ def _blend_columns(cls, names, columns, weights):
     return cls(**{name: _weighted(col, weights) for name, col in zip(names, columns)})
 
 
-def blend_lugre(sets: tuple[LuGreParams, ...], weights: tuple[float, ...]) -> LuGreParams:
-    """Field-wise weighted average (weights >= 0, sum 1); validated by the constructor."""
+def blend_lugre(sets: tuple[FrictionParams, ...], weights: tuple[float, ...]) -> LuGreParams:
+    """Field-wise weighted average (weights >= 0, sum 1) of flat sets; validated by the
+    constructor."""
     return _blend_columns(LuGreParams, _LUGRE_FIELDS, _columns(sets, _LUGRE_FIELDS), weights)
 
 
@@ -108,7 +109,8 @@ class Scheduler:
         if missing:
             raise ValueError(f"schedule: sets {missing} have no friction yet: anchor the schedule "
                              "to controller.friction first (estimation_config.anchored)")
-        self._friction = tuple(s.friction for s in cfg.sets)
+        self._friction: tuple[FrictionParams, ...] = tuple(
+            s.friction for s in cfg.sets if s.friction is not None)  # all of them (checked above)
         split = _split(self._friction)
         self._friction_columns = (
             (_columns(self._friction, _LUGRE_FIELDS),) if split is None
@@ -132,8 +134,8 @@ class Scheduler:
         self._play = tuple(getattr(cfg.hysteresis, name) or 0.0 for name in VARIABLES)
         self.warnings: list[str] = []
         self._warned: set[frozenset[str]] = set()
-        for s in cfg.sets:
-            message = passivity_warning(s.friction)
+        for s, friction in zip(cfg.sets, self._friction):
+            message = passivity_warning(friction)
             if message:
                 self.warnings.append(f"schedule set {s.name!r}: {message}")
         self.reset()
