@@ -74,42 +74,46 @@ def _frames(fault: ScenarioFault) -> int:
     return fault.frames or _ALL_FRAMES
 
 
-def _inject_cia402(emu: Any, f: ScenarioFault) -> None:
+def _inject_can_bus(emu: Any, f: ScenarioFault) -> bool:
+    """What both CAN emulators take alike (frames lost, bus errors, a silent heartbeat); False
+    for a kind that is the protocol's own."""
     kind = f.kind
-    if kind == "drive_fault":
-        emu.inject_fault(DRIVE_FAULT_CODES["cia402"])
-    elif kind == "frame_loss":
+    if kind == "frame_loss":
         emu.drop_next(_frames(f))
     elif kind == "bus_off":
         emu.send_error_frame(CAN_ERR_BUSOFF)
     elif kind == "error_frames":
         for _ in range(f.frames):
             emu.send_error_frame(CAN_ERR_PROT)
+    elif kind == "heartbeat_stop":
+        emu.stop_heartbeat()
+    else:
+        return False
+    return True
+
+
+def _inject_cia402(emu: Any, f: ScenarioFault) -> None:
+    kind = f.kind
+    if _inject_can_bus(emu, f):
+        return
+    if kind == "drive_fault":
+        emu.inject_fault(DRIVE_FAULT_CODES["cia402"])
     elif kind == "rtr":
         emu.send_remote_frame(emu.ids.heartbeat)
     elif kind == "idle_ignored":
         emu.ignore_disable()
-    elif kind == "heartbeat_stop":
-        emu.stop_heartbeat()
     else:  # pragma: no cover - check_supported ran first
         raise ValueError(kind)
 
 
 def _inject_odrive_can(emu: Any, f: ScenarioFault) -> None:
     kind = f.kind
+    if _inject_can_bus(emu, f):
+        return
     if kind == "drive_fault":
         emu.inject_axis_error(DRIVE_FAULT_CODES["odrive_can"])
-    elif kind == "frame_loss":
-        emu.drop_next(_frames(f))
-    elif kind == "bus_off":
-        emu.send_error_frame(CAN_ERR_BUSOFF)
-    elif kind == "error_frames":
-        for _ in range(f.frames):
-            emu.send_error_frame(CAN_ERR_PROT)
     elif kind == "idle_ignored":
         emu.ignore_idle()
-    elif kind == "heartbeat_stop":
-        emu.stop_heartbeat()
     else:  # pragma: no cover
         raise ValueError(kind)
 

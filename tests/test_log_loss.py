@@ -6,7 +6,6 @@ when it was killed, the recovered log how far the file got."""
 from __future__ import annotations
 
 import json
-import signal
 import socket
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import threading
 
 from controller.runlog import read_log
 
-from .test_loop import _paced_config, _wait_for_rows
+from .test_loop import _kill_after_rows, _paced_config
 
 LOST_AT_MOST_S = 0.1  # the goal: ≤ 0.1 s of log lost on SIGKILL
 
@@ -43,11 +42,8 @@ def test_sigkill_loses_at_most_a_tenth_of_a_second(ref_cfg, tmp_path):
            "--out", str(out), "--live-udp", f"127.0.0.1:{port}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for_rows(out / "run.fctl", 1500, proc)
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=30)
+        _kill_after_rows(proc, out / "run.fctl", 1500)
     finally:
-        proc.kill()
         stop.set()
         listener.join(2.0)
         receiver.close()

@@ -311,15 +311,19 @@ def test_sigterm_gives_complete_log_and_disabled_backend(ref_cfg, tmp_path):
     assert run.data.shape[0] == summary["ticks"] >= 600
 
 
-def test_sigkill_leaves_a_recoverable_log(ref_cfg, tmp_path):
-    out = tmp_path / "out"
-    proc = _start_run(_paced_config(tmp_path, ref_cfg), out)
+def _kill_after_rows(proc: subprocess.Popen, log: Path, rows: int) -> None:
+    """SIGKILL the run once its log holds ``rows`` rows."""
     try:
-        _wait_for_rows(out / "run.fctl", 1500, proc)
+        _wait_for_rows(log, rows, proc)
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
     finally:
         proc.kill()
+
+
+def test_sigkill_leaves_a_recoverable_log(ref_cfg, tmp_path):
+    out = tmp_path / "out"
+    _kill_after_rows(_start_run(_paced_config(tmp_path, ref_cfg), out), out / "run.fctl", 1500)
     run = read_log(out / "run.fctl")
     assert not run.complete
     assert run.data.shape[0] >= 1000
