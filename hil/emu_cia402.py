@@ -168,6 +168,7 @@ class Cia402Emulator:
         self._rated_current_a = 1.0
         self._rated_torque_nm = 1.0
         self._sample = PlantMeasurement(0.0, 0, 0.0)
+        self._sample_friction_nm = 0.0  # the plant's true friction when _sample was taken
         self._limited = False
         self._operational = False
         self._pdo_dirty = True
@@ -309,6 +310,12 @@ class Cia402Emulator:
     def silent(self) -> bool:
         return self._silent
 
+    def sampled_friction_nm(self) -> float:
+        """The plant's true friction at the last SYNC's sample: what the TPDO the driver holds
+        describes (the plant goes on to advance over the next period in this thread)."""
+        with self._lock:
+            return self._sample_friction_nm
+
     def wait_until(self, predicate: Callable[["Cia402Emulator"], bool], timeout_s: float) -> bool:
         """Wait (without polling) until ``predicate(self)`` holds; checked after every SYNC and
         state change. False after ``timeout_s``."""
@@ -427,6 +434,7 @@ class Cia402Emulator:
             self._step_state()
             self._check_consumer()
             self._sample = self.plant.measure()
+            self._sample_friction_nm = self.plant.friction_nm
             i_cmd = self._current_command_a()
             if self._operational and self._tpdos:
                 if self._drop > 0:

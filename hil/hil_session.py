@@ -41,7 +41,7 @@ class HilRig:
     def true_friction_nm(self) -> float:
         if self.emulator is None:  # in another process: the truth is not at hand
             return float("nan")
-        return self.emulator.plant.friction_nm
+        return self.emulator.sampled_friction_nm()
 
 
 # Lockstep: the shortest wall-time wait for a reply [s]. The emulator's thread has to be scheduled

@@ -291,6 +291,12 @@ class ODriveEmulatorBase:
     def plant(self) -> Turntable:
         return self.axis.plant
 
+    def sampled_friction_nm(self) -> float:
+        """The plant's true friction now: a lockstep ODrive steps on a torque command and is
+        sampled between commands, so this is the state the last feedback described."""
+        with self._lock:
+            return self.axis.plant.friction_nm
+
     @property
     def axis_state(self) -> AxisState:
         with self._lock:
