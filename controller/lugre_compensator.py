@@ -136,6 +136,10 @@ class LuGreCompensator(Compensator):
                                               resolved(observer.learning_evidence_s),
                                               adaptation.time_constant_s)
         self._qs_fs = base.Fs
+        # a motion has slid once the reference travelled 3·Fs/sigma0 from where it started: the
+        # bristle state relaxes to its sliding value with a travel constant g(v)/sigma0 <=
+        # Fs/sigma0 (95 % after three); shorter moves stay in pre-sliding
+        self._presliding_rad = 3.0 * base.Fs / base.sigma0
         # static-curve samples only after the loop settled from a jump of the reference (a
         # start from rest, a speed step: its breakaway): 10 position-loop time constants
         # (80 ms at 20 Hz)
@@ -161,8 +165,9 @@ class LuGreCompensator(Compensator):
         self._switched_from = None
         self._f_lag = 0.0
         self._f_lag_mean = 0.0
-        self._slid = False  # the reference's last motion slid (|v_ref| >= vs)
+        self._slid = False  # the reference's last motion left the pre-sliding range
         self._rested = False  # the reference rested since then
+        self._start_ref = NAN  # reference position where its last motion started [rad]
         self._dob_residual = 0.0
         self.momentum.reset()
         self.estimator.reset()
@@ -385,10 +390,14 @@ class LuGreCompensator(Compensator):
                 self._offset -= model - self._shadow_step(ff_model or est, shadow_z,
                                                           (v_model, dt_s, r_corr, e))
             if ff_model is not None:
-                if v_ref != 0.0:  # moving: did this motion slide (|v_ref| reach vs)?
-                    speed = v_ref if v_ref > 0.0 else -v_ref
-                    self._slid = (self._slid and not self._rested) or speed * self._inv_vs >= 1.0
-                    self._rested = False
+                if v_ref != 0.0:  # moving: has this motion left the pre-sliding range?
+                    if self._rested or self._start_ref != self._start_ref:
+                        self._start_ref = s.pos_ref_rad
+                        self._slid = False
+                        self._rested = False
+                    travel = s.pos_ref_rad - self._start_ref
+                    if travel >= self._presliding_rad or -travel >= self._presliding_rad:
+                        self._slid = True
                 elif s.acc_ref_rad_s2 == 0.0:
                     self._rested = True
                     if self._slid:
@@ -501,7 +510,8 @@ class LuGreCompensator(Compensator):
         (Fs/sigma0 of position error, held by stiction). The estimator, driven by the measured
         motion and corrected by the measured friction, follows the bristles as they unload;
         its sigma1 term is left out (at rest it only passes encoder-count flicker). After a
-        motion that stayed in presliding (|v_ref| < vs: the ``step`` scenario) the model's state
+        motion that stayed in presliding (less than 3·Fs/sigma0 of travel: the ``step``
+        scenario) the model's state
         is the bristle spring itself and is kept (measured: the estimator's there costs the
         stiff table's steps 0.31 → 0.77 µrad). Measured (``bench compensation``): the scan on
         the stiff table 2.0× → 0.8× oracle."""

@@ -375,9 +375,11 @@ def test_lugre_in_the_control_loop(tmp_path, scenario, duration_s, mode):
 # --- the feedforward at rest ----------------------------------------------------------------------
 
 
-def _rest_after(speed_rad_s: float):
-    """Run a constant-speed reference for 0.3 s, then rest 0.7 s, on the closed loop; per rest
-    tick, (feedforward, sigma0·ẑ of the estimator, the model's own ẑ)."""
+def _rest_after(travel_rad: float):
+    """Run a constant-speed reference over ``travel_rad`` in 0.3 s, then rest 0.7 s, on the
+    closed loop; per rest tick, (feedforward, sigma0·ẑ of the estimator, the model's ẑ, the
+    estimator's ẑ)."""
+    speed_rad_s = travel_rad / 0.3
     comp = make_lugre_compensator(CFG.controller, adaptive=True)
     seen = []
     stop_s = 0.5
@@ -397,10 +399,11 @@ def _rest_after(speed_rad_s: float):
 
 
 def test_at_rest_after_sliding_the_feedforward_is_the_estimators_static_friction():
-    """After a motion that slid (|v_ref| > vs) the reference-driven model would hold its state
-    from the stop; at rest the feedforward follows the estimator's sigma0·ẑ instead, and the
-    model carries the estimator's ẑ into the next start."""
-    seen = _rest_after(3.0 * P.vs)
+    """After a motion that slid (travelled well past the pre-sliding range Fs/sigma0) the
+    reference-driven model would hold its state from the stop; at rest the feedforward follows
+    the estimator's sigma0·ẑ instead, and the model carries the estimator's ẑ into the next
+    start."""
+    seen = _rest_after(100.0 * P.Fs / P.sigma0)
     assert len(seen) > 100
     for ff, static, z_model, z_est in seen:
         assert ff == pytest.approx(static, abs=1e-12)
@@ -410,8 +413,9 @@ def test_at_rest_after_sliding_the_feedforward_is_the_estimators_static_friction
 
 
 def test_at_rest_after_presliding_the_model_is_kept():
-    """A motion that stays below vs (pre-sliding, the ``step`` scenario) leaves the model's own
-    state: its bristle state is the spring itself."""
-    seen = _rest_after(0.1 * P.vs)
+    """A motion within the pre-sliding range (one Fs/sigma0 of travel, below the rule's three:
+    the ``step`` scenario) leaves the model's own state: its bristle state is the spring
+    itself."""
+    seen = _rest_after(P.Fs / P.sigma0)
     assert len(seen) > 100
     assert any(z_model != z_est for _, _, z_model, z_est in seen)
