@@ -465,7 +465,10 @@ class ODriveCanBackend(Backend):
                 self._iq = decode_iq(frame)
                 self._iq_seq += 1
             elif cmd == Cmd.GET_VERSION:
-                if self._closed_loop_requested or self.enabled:  # asked at open, answered at once
+                # asked once at open: the first answer counts whenever it arrives (a loaded
+                # link may deliver it after enable began; a refusal then latches the fault and
+                # the loop stops); a later one while enabled is not ours
+                if self.firmware is not None and (self._closed_loop_requested or self.enabled):
                     self.rejected_frames += 1
                     log.warning("%s: Get_Version frame 0x%03X while enabled ignored", self.name,
                                 msg.arbitration_id)

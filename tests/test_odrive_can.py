@@ -585,6 +585,29 @@ def test_firmware_version_read_and_checked(make_emu, make_backend, version, acce
             assert backend.read().state == DriveState.FAULT
 
 
+def test_a_firmware_answer_after_enable_still_refuses(make_emu, make_backend, channel) -> None:
+    """The Get_Version answer to the request sent at open may arrive late on a loaded link
+    (after enable began): it still counts, and a firmware the driver does not speak latches the
+    fault it would have refused enable with."""
+    from drivers.odrive_codec import FirmwareVersion, encode_version
+
+    make_emu()  # silent on Get_Version until the late answer below
+    with make_backend() as backend:
+        backend.enable()
+        assert backend.firmware is None and backend.read().state == DriveState.ENABLED
+        frame = encode_version(NODE, FirmwareVersion(0, 6, 10, hardware=(3, 6, 56)))
+        with can.Bus(interface="virtual", channel=channel) as bus:
+            bus.send(can.Message(arbitration_id=frame.arbitration_id, data=frame.data,
+                                 is_extended_id=False))
+        deadline = time.monotonic() + 2.0
+        fb = backend.read()
+        while fb.state != DriveState.FAULT and time.monotonic() < deadline:
+            fb = backend.read()
+        assert fb.state == DriveState.FAULT
+        assert "firmware 0.6.10" in fb.fault_text
+        assert backend.firmware == FirmwareVersion(0, 6, 10, hardware=(3, 6, 56))
+
+
 def test_firmware_0_5_6_has_no_get_version(make_emu, make_backend) -> None:
     make_emu()
     with make_backend() as backend:
