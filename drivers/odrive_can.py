@@ -467,7 +467,8 @@ class ODriveCanBackend(Backend):
             elif cmd == Cmd.GET_VERSION:
                 # asked once at open: the first answer counts whenever it arrives (a loaded
                 # link may deliver it after enable began; a refusal then latches the fault and
-                # the loop stops); a later one while enabled is not ours
+                # the loop stops); a later one while enabled is not ours. Garbage on this id is
+                # refused by the decoder (its unreleased flag is not a bool)
                 if self.firmware is not None and (self._closed_loop_requested or self.enabled):
                     self.rejected_frames += 1
                     log.warning("%s: Get_Version frame 0x%03X while enabled ignored", self.name,

@@ -349,6 +349,9 @@ def encode_version(node_id: int, version: FirmwareVersion, protocol_version: int
 def decode_version(frame: Frame) -> FirmwareVersion:
     _check(frame, Cmd.GET_VERSION, 8)
     d = frame.data
+    if d[7] > 1:  # fw_version_unreleased is a bool: anything else is not a version reply
+        raise ProtocolError(f"frame {_name(frame.arbitration_id)} byte 7: unreleased flag is "
+                            f"{d[7]}, not 0 or 1")
     return FirmwareVersion(d[4], d[5], d[6], bool(d[7]), (d[1], d[2], d[3]))
 
 
