@@ -64,6 +64,12 @@ class ObserverConfig:
     dob_steady_s: Optional[float] = None  # steady sliding this long (|a_ref| ≈ 0, |v_ref| >
     #   0) => the term is faded out (over the same time) [s]; rule: 20/(2π·f_p) (20 position-loop
     #   time constants: 0.16 s at 20 Hz)
+    rest_stiffness: Optional[float] = None  # at rest after a motion that slid, the feedforward
+    #   is the estimator's static friction sigma0·ẑ with this fraction κ of its bristle spring
+    #   (sigma0·ẑ − (1 − κ)·sigma0·Δθ, Δθ the motion since the stop) [-]; rule:
+    #   min(1, 1/1.3 + kp/sigma0): the spring fed forward never exceeds the plant's own plus the
+    #   position loop's kp for a believed sigma0 up to 30 % high (else a negative net stiffness:
+    #   the axis hunts at rest)
     learning: bool = True  # learned tables (controller.learning): the static curve measured in
     #   quasi-steady sliding per |v| bin (the models' Stribeck level below the adaptation gate),
     #   and the residual learned along the path from each start/reversal, fed forward on the
@@ -81,6 +87,8 @@ class ObserverConfig:
                      "learning_evidence_s"):
             value = getattr(self, name)
             require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
+        require(self.rest_stiffness is None or 0 < self.rest_stiffness <= 1, "rest_stiffness",
+                f"must be in (0, 1] (or null: derived), got {self.rest_stiffness}")
         require(self.dob_deadzone_nm is None or self.dob_deadzone_nm >= 0, "dob_deadzone_nm",
                 f"must be >= 0 (or null: derived), got {self.dob_deadzone_nm}")
         bw, mbw = self.bandwidth_hz, self.momentum_bandwidth_hz
@@ -206,6 +214,7 @@ def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
         dob_deadzone_nm=_pick(cfg.dob_deadzone_nm, 0.02 * p.Fc),
         dob_limit_nm=_pick(cfg.dob_limit_nm, 0.5 * p.Fs),
         dob_steady_s=_pick(cfg.dob_steady_s, 20.0 / (2.0 * math.pi * fp)),
+        rest_stiffness=_pick(cfg.rest_stiffness, min(1.0, 1.0 / 1.3 + pid.kp / p.sigma0)),
         learning_limit_nm=_pick(cfg.learning_limit_nm, 0.5 * p.Fs),
         learning_time_constant_s=_pick(cfg.learning_time_constant_s, 2.0 / (2.0 * math.pi * fp)),
         learning_evidence_s=_pick(cfg.learning_evidence_s, 10.0 / (2.0 * math.pi * mbw)))

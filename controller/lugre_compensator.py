@@ -140,6 +140,7 @@ class LuGreCompensator(Compensator):
         # bristle state relaxes to its sliding value with a travel constant g(v)/sigma0 <=
         # Fs/sigma0 (95 % after three); shorter moves stay in pre-sliding
         self._presliding_rad = 3.0 * base.Fs / base.sigma0
+        self._rest_stiffness = resolved(observer.rest_stiffness)
         # static-curve samples only after the loop settled from a jump of the reference (a
         # start from rest, a speed step: its breakaway): 10 position-loop time constants
         # (80 ms at 20 Hz)
@@ -167,6 +168,7 @@ class LuGreCompensator(Compensator):
         self._f_lag_mean = 0.0
         self._slid = False  # the reference's last motion left the pre-sliding range
         self._rested = False  # the reference rested since then
+        self._stop_pos = NAN  # measured position at the first tick of this rest [rad]
         self._start_ref = NAN  # reference position where its last motion started [rad]
         self._dob_residual = 0.0
         self.momentum.reset()
@@ -391,6 +393,7 @@ class LuGreCompensator(Compensator):
                                                           (v_model, dt_s, r_corr, e))
             if ff_model is not None:
                 if v_ref != 0.0:  # moving: has this motion left the pre-sliding range?
+                    self._stop_pos = NAN
                     if self._rested or self._start_ref != self._start_ref:
                         self._start_ref = s.pos_ref_rad
                         self._slid = False
@@ -401,7 +404,7 @@ class LuGreCompensator(Compensator):
                 elif s.acc_ref_rad_s2 == 0.0:
                     self._rested = True
                     if self._slid:
-                        model = self._at_rest(ff_model, est)
+                        model = self._at_rest(ff_model, est, pos)
             self.momentum_nm = r
         else:  # hold every state; the watchdog falls back at once
             r = residual = NAN
@@ -500,7 +503,7 @@ class LuGreCompensator(Compensator):
         return ff
 
 
-    def _at_rest(self, ff_model: LuGreObserver, est: LuGreObserver) -> float:
+    def _at_rest(self, ff_model: LuGreObserver, est: LuGreObserver, pos: float) -> float:
         """The reference holds still after a motion that slid: the feedforward is the estimator's static friction
         sigma0·ẑ, and the model takes the estimator's bristle state for the next start.
 
@@ -514,10 +517,22 @@ class LuGreCompensator(Compensator):
         scenario) the model's state
         is the bristle spring itself and is kept (measured: the estimator's there costs the
         stiff table's steps 0.31 → 0.77 µrad). Measured (``bench compensation``): the scan on
-        the stiff table 2.0× → 0.8× oracle."""
+        the stiff table 2.0× → 0.8× oracle.
+
+        The estimator's ẑ follows the measured motion, so sigma0·ẑ also feeds the bristle spring
+        back: with a believed sigma0 above the plant's by more than the position loop's kp the
+        net stiffness turns negative and the axis hunts at rest. Only the fraction
+        ``observer.rest_stiffness`` of that spring is fed forward: sigma0·ẑ −
+        (1 − κ)·sigma0·(θ − θ_stop) (measured: the mismatched mc18 scan 2.2× → 0.9×)."""
         z = est.z_hat
         ff_model.z_hat = z
-        f = est.active.sigma0 * z
+        sigma0 = est.active.sigma0
+        f = sigma0 * z
+        kappa = self._rest_stiffness
+        if kappa < 1.0:
+            if self._stop_pos != self._stop_pos:
+                self._stop_pos = pos
+            f -= (1.0 - kappa) * sigma0 * (pos - self._stop_pos)
         ff_model.f_hat = f
         return f
 

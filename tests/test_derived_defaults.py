@@ -36,6 +36,8 @@ def test_observer_defaults_follow_their_rules(p, J, pid_hz):
     assert o.dob_deadzone_nm == pytest.approx(0.02 * p.Fc)
     assert o.dob_limit_nm == pytest.approx(0.5 * p.Fs)
     assert o.dob_bandwidth_hz == pytest.approx(20 * pid_hz)
+    assert o.rest_stiffness == pytest.approx(min(1.0, 1 / 1.3 + pid.kp / p.sigma0))
+    assert 0.0 < o.rest_stiffness <= 1.0
     assert resolve_adaptation(AdaptationConfig(), p).inconsistent_residual_nm == pytest.approx(0.1 * p.Fc)
     a = resolve_adaptation(AdaptationConfig(), p)
     assert a.gate_velocity_rad_s == pytest.approx(3 * p.vs)

