@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import abc
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
-from .friction import DirectionalParams, FrictionParams, g
+from .friction import DirectionalParams, FrictionParams, LuGreParams, g
 from .gains import PIDGains
+from .fastmath import isfinite, tanh
 
 if TYPE_CHECKING:
     from .config import ControllerConfig
 
-NAN = float("nan")
+NAN: Final = float("nan")
 
 
 class TickSignals:
@@ -79,7 +80,7 @@ def _fc(params: FrictionParams) -> float:
     return params.forward.Fc if isinstance(params, DirectionalParams) else params.Fc
 
 
-def _select(params: FrictionParams, v: float):
+def _select(params: FrictionParams, v: float) -> LuGreParams:
     return params.for_velocity(v) if isinstance(params, DirectionalParams) else params
 
 
@@ -109,7 +110,7 @@ class StaticCompensator(Compensator):
         p = _select(self.params, v)
         level = g(p, v) if self._with_stribeck else p.Fc
         if self.v_eps > 0.0:
-            sign = math.tanh(v / self.v_eps)
+            sign = tanh(v / self.v_eps)
         else:
             sign = 0.0 if v == 0.0 else math.copysign(1.0, v)
         ff = level * sign + p.sigma2 * v
@@ -124,7 +125,7 @@ class OracleCompensator(Compensator):
 
     def step(self, s: TickSignals, dt_s: float) -> float:
         f = s.true_friction_nm
-        if not math.isfinite(f):
+        if not isfinite(f):
             raise ValueError("compensation 'oracle' needs the simulated plant's true friction "
                              "(simulation only)")
         self.friction_hat_nm = f

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from .friction import DirectionalParams, FrictionParams, LuGreParams
+from .fastmath import expm1
 
 
 def g(params: LuGreParams, v: float) -> float:
@@ -49,6 +50,6 @@ def lugre_step_values(fc: float, fs: float, vs: float, delta: float, sigma0: flo
     a = sigma0 * abs(v) / gv
     x = a * dt_s
     decay = math.exp(-x)
-    z_next = z * decay + (v * dt_s * (-math.expm1(-x) / x) if x > 0.0 else v * dt_s)
+    z_next = z * decay + (v * dt_s * (-expm1(-x) / x) if x > 0.0 else v * dt_s)
     zdot = v - a * z_next
     return z_next, sigma0 * z_next + sigma1 * zdot + sigma2 * v

@@ -44,18 +44,19 @@ best vs. The fit is *confident* (:attr:`StaticCurveFit.confident`) when the rule
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from .friction import LuGreParams
 from .friction_step import g
 
-_LOG_LO = math.log(0.1)  # lowest speed-table edge: 0.1·vs
-_SPEED_BINS = 16  # log-spaced 0.1·vs … 30·vs
-_SPEED_SPAN = math.log(30.0) - _LOG_LO
-_PATH_BINS = 24  # log-spaced 0.05·Fs/sigma0 … 300·Fs/sigma0
-_PATH_LO = 0.05
-_PATH_SPAN = math.log(300.0 / 0.05)
-_VS_GRID = 25  # candidate vs, log-spaced vs/4 … 4·vs
-_STABLE_SWEEPS = 40  # sweeps over the vs grid that must agree for confidence
+_LOG_LO: Final = math.log(0.1)  # lowest speed-table edge: 0.1·vs
+_SPEED_BINS: Final = 16  # log-spaced 0.1·vs … 30·vs
+_SPEED_SPAN: Final = math.log(30.0) - _LOG_LO
+_PATH_BINS: Final = 24  # log-spaced 0.05·Fs/sigma0 … 300·Fs/sigma0
+_PATH_LO: Final = 0.05
+_PATH_SPAN: Final = math.log(300.0 / 0.05)
+_VS_GRID: Final = 25  # candidate vs, log-spaced vs/4 … 4·vs
+_STABLE_SWEEPS: Final = 40  # sweeps over the vs grid that must agree for confidence
 
 
 def quasi_steady(v: float, v_ref: float, a_ref: float, travel_rad: float, fs_nm: float,

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from .adaptation import DriftMonitor, FcAdapter
 from .compensation import Compensator, StaticCompensator, TickSignals
@@ -51,11 +51,12 @@ from .learning import PathTable, SpeedTable, StaticCurveFit, quasi_steady
 from .observer import LuGreObserver, MomentumObserver, Watchdog
 from .schedule import Scheduler
 from .units import ROTARY, AxisUnits
+from .fastmath import expm1
 
 if TYPE_CHECKING:
     from .config import ControllerConfig
 
-NAN = float("nan")
+NAN: Final = float("nan")
 
 
 class LuGreCompensator(Compensator):
@@ -84,7 +85,7 @@ class LuGreCompensator(Compensator):
         self._gate_fraction = adaptation.gate_motion_fraction if adaptation is not None else 1.0
         self._gate_max = resolved(adaptation.gate_velocity_rad_s) if adaptation is not None else 0.0
         self._dob = observer.dob
-        self._dob_gain = -math.expm1(-2.0 * math.pi * resolved(observer.dob_bandwidth_hz) * 1e-3)
+        self._dob_gain = -expm1(-2.0 * math.pi * resolved(observer.dob_bandwidth_hz) * 1e-3)
         self._dob_dt = 1e-3
         self._dob_peak_decay = math.exp(-1e-3)
         self._dob_dead = resolved(observer.dob_deadzone_nm)
@@ -94,7 +95,7 @@ class LuGreCompensator(Compensator):
         self._inconsistent_limit = adaptation.inconsistent_s if adaptation is not None else math.inf
         self._inconsistent_nm = (resolved(adaptation.inconsistent_residual_nm)
                                  if adaptation is not None else math.inf)
-        self._abs_gain = -math.expm1(-2.0 * math.pi * 1.0 * 1e-3)  # 1 Hz mean of |residual| at 1 kHz
+        self._abs_gain = -expm1(-2.0 * math.pi * 1.0 * 1e-3)  # 1 Hz mean of |residual| at 1 kHz
         self._residual = observer.correction == "residual"
         L = LuGreObserver.gain_for(resolved(observer.bandwidth_hz), friction) if self._residual else 0.0
         k = observer.tracking_gain_per_s if observer.correction == "tracking_error" else 0.0
@@ -545,7 +546,7 @@ class LuGreCompensator(Compensator):
             return self.dob_nm
         if dt_s != self._dob_dt:
             self._dob_dt = dt_s
-            self._dob_gain = -math.expm1(-2.0 * math.pi * resolved(self.cfg.dob_bandwidth_hz) * dt_s)
+            self._dob_gain = -expm1(-2.0 * math.pi * resolved(self.cfg.dob_bandwidth_hz) * dt_s)
             self._dob_peak_decay = math.exp(-dt_s)
         x = self._dob_lpf
         x += self._dob_gain * (residual - x)

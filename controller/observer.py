@@ -27,11 +27,13 @@ bandwidth also passes more of a torque-constant (Kt) error into F̂.
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from .friction import DirectionalParams, FrictionParams, LuGreParams, g
+from .fastmath import expm1
 
-TWO_PI = 2.0 * math.pi
-_MAX_GROWTH = 50.0  # bound on −(rate·dt) when a negative correction gain makes the update grow
+TWO_PI: Final = 2.0 * math.pi
+_MAX_GROWTH: Final = 50.0  # bound on −(rate·dt) when a negative correction gain makes the update grow
 
 
 def lugre_driven_step(p: LuGreParams, z: float, v: float, dt_s: float, u: float = 0.0,
@@ -57,7 +59,7 @@ def lugre_driven_step(p: LuGreParams, z: float, v: float, dt_s: float, u: float 
         return z + (v + u) * dt_s, a
     if x < -_MAX_GROWTH:  # only with c < 0 (fault injection); the caller projects z
         x = -_MAX_GROWTH
-    em1 = math.expm1(-x)
+    em1 = expm1(-x)
     return z * (em1 + 1.0) - (v + u) * dt_s * em1 / x, a
 
 
@@ -103,7 +105,7 @@ class MomentumObserver:
         """Advance one tick with the measured current [A] and velocity [rad/s] at its end."""
         if dt_s != self._dt:  # β cached for a fixed period
             self._dt = dt_s
-            self.gain = -math.expm1(-TWO_PI * self.bandwidth_hz * dt_s)
+            self.gain = -expm1(-TWO_PI * self.bandwidth_hz * dt_s)
         tau_mean = self.Kt * current_a - self.J * (vel_rad_s - self._vel) / dt_s
         self._vel = vel_rad_s
         r = self.r_nm

@@ -42,12 +42,14 @@ caller already knows the feedforward). ``disable()`` resets: i = 0, out = 0, not
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from .config import PIDGains
+from .fastmath import isfinite
 
-_INF = math.inf
-_NAN = math.nan
-_TWO_PI = 2.0 * math.pi
+_INF: Final = math.inf
+_NAN: Final = math.nan
+_TWO_PI: Final = 2.0 * math.pi
 
 
 def inertia_feedforward(J: float, acc_ref: float) -> float:
@@ -111,14 +113,14 @@ class PID:
         measured speed, or the derivative term kicks by kd·v), the integrator at ``u0_nm`` [N·m]
         clamped to the limit, so that with zero error and a reference moving at the measured
         speed the first output is ``u0_nm`` (+ that tick's ff)."""
-        if not math.isfinite(pos_rad):
+        if not isfinite(pos_rad):
             raise ValueError(f"pos_rad: must be finite to enable, got {pos_rad!r}")
-        if not math.isfinite(u0_nm):
+        if not isfinite(u0_nm):
             raise ValueError(f"u0_nm: must be finite to enable, got {u0_nm!r}")
         lim = self._lim
         u0 = lim if u0_nm > lim else (-lim if u0_nm < -lim else float(u0_nm))
         self._zero_outputs()
-        self.vel_filt_rad_s = float(vel_rad_s) if math.isfinite(vel_rad_s) else 0.0
+        self.vel_filt_rad_s = float(vel_rad_s) if isfinite(vel_rad_s) else 0.0
         self._prev_pos = float(pos_rad)
         self.i_nm = u0
         self.out_nm = u0

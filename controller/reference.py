@@ -35,11 +35,12 @@ from controller.compile_hints import mypyc_attr
 import abc
 import math
 from bisect import bisect_right
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Final
 
 from .config import ReferenceConfig
+from .fastmath import isfinite
 
-_INF = math.inf
+_INF: Final = math.inf
 
 Sample = tuple[float, float, float]  # (position [rad], velocity [rad/s], acceleration [rad/s²])
 Window = Optional[tuple[float, float]]
@@ -86,9 +87,9 @@ class SineReference(Reference):
     """
 
     def __init__(self, amplitude_rad: float, frequency_hz: float, start_s: float = 0.0) -> None:
-        if not (frequency_hz > 0 and math.isfinite(frequency_hz)):
+        if not (frequency_hz > 0 and isfinite(frequency_hz)):
             raise ValueError(f"frequency_hz: must be finite and > 0, got {frequency_hz!r}")
-        if not math.isfinite(amplitude_rad):
+        if not isfinite(amplitude_rad):
             raise ValueError(f"amplitude_rad: must be finite, got {amplitude_rad!r}")
         self.amplitude_rad = float(amplitude_rad)
         self.omega_rad_s = 2.0 * math.pi * frequency_hz
@@ -149,13 +150,13 @@ def rest_to_rest(distance_rad: float, max_velocity_rad_s: float, max_accel_rad_s
     if math.isinf(amax) and math.isinf(jmax):
         raise ValueError("max_accel_rad_s2 and max_jerk_rad_s3 cannot both be inf "
                          "(the velocity would jump)")
-    if not math.isfinite(distance_rad):
+    if not isfinite(distance_rad):
         raise ValueError(f"distance_rad: must be finite, got {distance_rad!r}")
     d = abs(distance_rad)
     if d == 0.0:
         return []
     sign = 1.0 if distance_rad > 0 else -1.0
-    jerk_limited = math.isfinite(jmax)
+    jerk_limited = isfinite(jmax)
     v_acc = amax * amax / jmax if jerk_limited else 0.0  # velocity at which a reaches amax
     a_over_j = amax / jmax if jerk_limited else 0.0
 
@@ -163,7 +164,7 @@ def rest_to_rest(distance_rad: float, max_velocity_rad_s: float, max_accel_rad_s
         return 2.0 * math.sqrt(v / jmax) if v <= v_acc else v / amax + a_over_j
 
     t_cruise = 0.0
-    if math.isfinite(vmax) and d >= vmax * t_acc(vmax):
+    if isfinite(vmax) and d >= vmax * t_acc(vmax):
         vp = vmax
         t_cruise = d / vmax - t_acc(vmax)
     else:
@@ -211,7 +212,7 @@ class PiecewiseReference(Reference):
         t = x = v = 0.0
         for seg in segments:
             T, a0, j = seg[0], seg[1], seg[2]
-            if not (T >= 0 and math.isfinite(a0) and math.isfinite(j)):
+            if not (T >= 0 and isfinite(a0) and isfinite(j)):
                 raise ValueError(f"segment {seg!r}: need duration >= 0, finite a0 and jerk")
             if len(seg) == 4:
                 if a0 != 0.0 or j != 0.0:
@@ -221,10 +222,10 @@ class PiecewiseReference(Reference):
             table.append((x, v, a0, j, 0.5 * a0, 0.5 * j, j / 6.0))
             t0s.append(t)
             # direction of motion inside the segment: the sign of its mid-point velocity
-            tm = 0.5 * T if math.isfinite(T) else 1.0
+            tm = 0.5 * T if isfinite(T) else 1.0
             vm = v + tm * (a0 + tm * 0.5 * j)
             dirs.append(0 if vm == 0.0 else (1 if vm > 0 else -1))
-            if math.isfinite(T):
+            if isfinite(T):
                 x += T * (v + T * (0.5 * a0 + T * j / 6.0))
                 v += T * (a0 + T * 0.5 * j)
                 t += T
@@ -334,7 +335,7 @@ def make_reference(cfg: ReferenceConfig, rad_per_count: float, duration_s: float
         return SineReference(cfg.amplitude_rad, cfg.frequency_hz, start)
     if kind == "constant_velocity":
         v = float(cfg.velocity_rad_s)
-        if not math.isfinite(v):
+        if not isfinite(v):
             raise ValueError(f"velocity_rad_s: must be finite, got {v!r}")
         if v == 0.0:
             return HoldReference()
@@ -347,7 +348,7 @@ def make_reference(cfg: ReferenceConfig, rad_per_count: float, duration_s: float
         return PiecewiseReference(segments, origin_s=start, constant_speed_window=window)
     if kind == "steps":
         step = float(cfg.step_rad) if cfg.step_rad != 0 else cfg.step_counts * rad_per_count
-        if step == 0.0 or not math.isfinite(step):
+        if step == 0.0 or not isfinite(step):
             raise ValueError(f"steps: step_rad or step_counts must give a non-zero finite step, "
                              f"got step_rad={cfg.step_rad!r}, step_counts={cfg.step_counts!r}")
         move = rest_to_rest(step, cfg.max_velocity_rad_s, cfg.max_accel_rad_s2, cfg.max_jerk_rad_s3)

@@ -46,7 +46,6 @@ import math
 import os
 import struct
 import threading
-import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +53,8 @@ from typing import Any, Sequence, Union
 
 import numpy as np
 
-from drivers.errors import FrictionctlError
+from .log_errors import LogFormatError, LogOverflowError, LogWriteError, RunLogError
+from .log_ring import LogRing
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -71,26 +71,15 @@ _CRC_PIECE = 5 * 1024  # zlib.crc32 keeps the GIL up to this size (CPython zlibm
 _MAX_HEADER_BYTES = 64 * 1024 * 1024  # a sanity bound on a header length read from a file
 
 
-class RunLogError(FrictionctlError):
-    """Base of the run-log errors."""
-
-
-class LogOverflowError(RunLogError):
-    """The ring buffer is full: the writer thread fell behind. The row was not logged."""
-
-
-class LogWriteError(RunLogError):
-    """The writer thread failed (the cause is chained), or the log is closed."""
-
-
-class LogFormatError(RunLogError):
-    """A file that is not a readable run log; the message names the path and byte offset."""
+# the errors live in their own module (the compiled ring raises them too); imported from here
+__all__ = ["RunLogError", "LogOverflowError", "LogWriteError", "LogFormatError", "RunLogWriter",
+           "RunLog", "read_log"]
 
 
 # --- writer ---------------------------------------------------------------------------------------
 
 
-class RunLogWriter:
+class RunLogWriter(LogRing):
     """Append-only tick log: cheap, non-blocking ``append`` in the loop, I/O in a thread.
 
     ``append`` and ``close`` belong to the loop thread (one producer). The file is created
@@ -156,30 +145,15 @@ class RunLogWriter:
         except (TypeError, ValueError) as err:
             raise TypeError(f"run log header is not JSON-serialisable: {err}") from err
 
-        self.path = os.fspath(path)
+        super().__init__(os.fspath(path), len(columns), capacity_rows, wait_when_full_s)
         self.columns = columns
         self.units = units
         self._chunk_rows = chunk_rows
-        self._capacity = capacity_rows
-        self._row = struct.Struct(f"<{len(columns)}d")
-        self._row_bytes = self._row.size
-        self._ring = bytearray(capacity_rows * self._row_bytes)
         self._ring_view = memoryview(self._ring)
         self._fsync = fsync
-        self._wait_when_full_s = wait_when_full_s
         self._poll_s = poll_s
-        self._space = threading.Event()  # set by the writer after a write, if someone waits
-        self._space_waiters = False
-
-        # Shared between the two threads (single producer, single consumer; each counter has
-        # exactly one thread that writes it): rows accepted by append, rows on disk.
-        self._appended = 0
-        self._written = 0
-        self._writer_error: BaseException | None = None
-        self._refusing = False  # set on close or writer failure; append checks only this flag
         self._closing = False
         self._close_called = False
-        self._wake = threading.Event()
 
         self._file = open(self.path, "xb", buffering=0)  # raw: every write is one os.write
         try:
@@ -191,27 +165,8 @@ class RunLogWriter:
         self._thread = threading.Thread(target=self._run, name="runlog-writer", daemon=True)
         self._thread.start()
 
-    # -- loop thread ---------------------------------------------------------------------------
-
-    def append(self, row: Sequence[float]) -> None:
-        """Log one tick: pack the row into the ring. No I/O, no lock, no wake-up call.
-
-        Raises :class:`LogOverflowError` if the ring is full (the row is not logged) and
-        :class:`LogWriteError` if the writer thread has failed or the log is closed.
-        """
-        if self._refusing:
-            self._raise_refusal()
-        n = self._appended
-        if n - self._written >= self._capacity and not self._wait_for_space(n):
-            raise LogOverflowError(
-                f"{self.path}: run log ring full ({self._capacity} rows, writer has "
-                f"{self._written} rows on disk); row {n} not logged"
-            )
-        try:
-            self._row.pack_into(self._ring, (n % self._capacity) * self._row_bytes, *row)
-        except struct.error as err:
-            raise ValueError(f"run log row {n}: expected {len(self.columns)} floats: {err}") from err
-        self._appended = n + 1  # the writer polls; waking it from here costs tens of µs
+    # -- loop thread: append (and latest, rows_appended, rows_written, writer_error) are
+    # LogRing's, compiled with the loop in the compiled build -------------------------------
 
     def close(self) -> None:
         """Write what is left (partial last chunk), the end record; join the writer thread.
@@ -237,65 +192,6 @@ class RunLogWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def latest(self) -> tuple[int, tuple[float, ...]] | None:
-        """(index, row) of the last row ``append`` accepted, or None before the first.
-
-        For readers in other threads (the live view): no lock and nothing for the loop to do.
-        The slot read is not the one ``append`` fills next, and it is reused only ``capacity``
-        rows later, after the writer thread has drained it; ``unpack_from`` runs under the
-        GIL, so the row comes back whole.
-        """
-        n = self._appended
-        if n == 0:
-            return None
-        k = n - 1
-        return k, self._row.unpack_from(self._ring, (k % self._capacity) * self._row_bytes)
-
-    @property
-    def rows_appended(self) -> int:
-        """Rows accepted by ``append``."""
-        return self._appended
-
-    @property
-    def rows_written(self) -> int:
-        """Rows handed to the kernel (they survive a kill of this process)."""
-        return self._written
-
-    @property
-    def writer_error(self) -> BaseException | None:
-        """The exception that stopped the writer thread, or None."""
-        return self._writer_error
-
-    def _wait_for_space(self, n: int) -> bool:
-        """Ring full: wait up to ``wait_when_full_s`` for the writer (0 in real time: no wait)."""
-        if self._wait_when_full_s <= 0.0:
-            return False
-        deadline = time.monotonic() + self._wait_when_full_s
-        self._space_waiters = True
-        try:
-            while n - self._written >= self._capacity:
-                if self._refusing:
-                    self._raise_refusal()
-                self._space.clear()  # then re-check, so a set() in between is not lost
-                if n - self._written < self._capacity:
-                    break
-                self._wake.set()  # no need to wait for the writer's next poll
-                remaining = deadline - time.monotonic()
-                if remaining <= 0.0:
-                    return False
-                self._space.wait(min(remaining, 0.1))  # wakes to notice a dead writer
-        finally:
-            self._space_waiters = False
-        return True
-
-    def _raise_refusal(self) -> None:
-        err = self._writer_error
-        if err is not None:
-            raise LogWriteError(
-                f"{self.path}: run log writer failed after {self._written} rows: {err!r}"
-            ) from err
-        raise LogWriteError(f"{self.path}: run log is closed")
 
     # -- writer thread -------------------------------------------------------------------------
 

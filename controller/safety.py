@@ -25,13 +25,15 @@ from __future__ import annotations
 import enum
 import math
 from collections import deque
+from typing import Final
 
 from drivers.backend import DriveState, Feedback
 
 from .config import OverrunPolicy, SafetyConfig
+from .fastmath import isfinite
 
-TORQUE_FAULT_FACTOR = 1.25  # measured torque above this × limit: the drive does not obey
-TORQUE_FAULT_TICKS = 3
+TORQUE_FAULT_FACTOR: Final = 1.25  # measured torque above this × limit: the drive does not obey
+TORQUE_FAULT_TICKS: Final = 3
 
 
 class FaultKind(enum.IntEnum):
@@ -52,12 +54,28 @@ class FaultKind(enum.IntEnum):
     INTERNAL = 14  # an unexpected exception escaped the tick
 
 
+# module constants: the compiled build loads them directly (an enum member is otherwise looked
+# up on its class on every use)
+_NONE: Final = FaultKind.NONE
+_DRIVE_FAULT: Final = DriveState.FAULT
+
+
 class SafetyMonitor:
     """Per-tick checks. ``check`` returns the latched fault (NONE while healthy)."""
 
     def __init__(self, cfg: SafetyConfig, overrun: OverrunPolicy, dt_s: float, Kt: float,
                  units: tuple[str, str, str] = ("rad", "rad/s", "N·m")) -> None:
         self.cfg = cfg
+        # the limits read on every tick, held as plain floats (the config is frozen): in the
+        # compiled build an attribute of the interpreted config dataclass is a dictionary lookup
+        self._velocity_limit = cfg.velocity_limit_rad_s
+        self._error_floor = cfg.following_error_floor_rad
+        self._error_per_speed = cfg.following_error_per_speed_s
+        self._standstill_after = cfg.standstill_after_s
+        self._standstill_window = cfg.standstill_window_rad
+        self._torque_limit = cfg.torque_limit_nm
+        self._max_temperature = cfg.max_temperature_c
+        self._stale_ticks = cfg.stale_ticks
         self.policy = overrun
         self.dt_s = dt_s
         self.Kt = Kt
@@ -77,11 +95,11 @@ class SafetyMonitor:
 
     @property
     def faulted(self) -> bool:
-        return self.fault is not FaultKind.NONE
+        return self.fault is not _NONE
 
     def trip(self, kind: FaultKind, message: str, t_s: float = math.nan) -> FaultKind:
         """Latch a fault (the first one wins: it is the cause, later ones are consequences)."""
-        if self.fault is FaultKind.NONE:
+        if self.fault is _NONE:
             self.fault = kind
             self.message = message
             self.fault_t_s = t_s
@@ -100,64 +118,63 @@ class SafetyMonitor:
         self._overrun_times.clear()
 
     def clamp(self, torque_nm: float) -> float:
-        lim = self.cfg.torque_limit_nm
+        lim = self._torque_limit
         return lim if torque_nm > lim else (-lim if torque_nm < -lim else torque_nm)
 
     def check(self, t_s: float, fb: Feedback, pos: float, vel: float, pos_ref: float,
               vel_ref: float, torque_cmd: float) -> FaultKind:
         """All per-tick checks, in order of cause. Call before the command is sent.
         ``pos`` is the position in the reference's frame, ``vel`` the velocity estimate."""
-        if self.fault is not FaultKind.NONE:
+        if self.fault is not _NONE:
             return self.fault
-        cfg = self.cfg
         cur = fb.current_a
-        if not (math.isfinite(pos) and math.isfinite(cur) and math.isfinite(vel)
-                and math.isfinite(pos_ref) and math.isfinite(vel_ref) and math.isfinite(torque_cmd)):
+        if not (isfinite(pos) and isfinite(cur) and isfinite(vel)
+                and isfinite(pos_ref) and isfinite(vel_ref) and isfinite(torque_cmd)):
             bad = [name for name, x in (("position", pos), ("current", cur), ("velocity", vel),
                                         ("position reference", pos_ref), ("velocity reference", vel_ref),
-                                        ("torque command", torque_cmd)) if not math.isfinite(x)]
+                                        ("torque command", torque_cmd)) if not isfinite(x)]
             return self.trip(FaultKind.NON_FINITE, f"non-finite {', '.join(bad)}", t_s)
-        if fb.state is DriveState.FAULT or fb.fault_code:
+        if fb.state is _DRIVE_FAULT or fb.fault_code:
             text = fb.fault_text or "no text"
             return self.trip(FaultKind.DRIVE_FAULT, f"drive fault 0x{fb.fault_code:X}: {text}", t_s)
         if fb.sequence == self._last_seq:
             self._stale += 1
-            if self._stale >= cfg.stale_ticks:
+            if self._stale >= self._stale_ticks:
                 return self.trip(FaultKind.STALE_FEEDBACK,
                                  f"no new feedback sample for {self._stale} ticks", t_s)
         else:
             self._stale = 0
             self._last_seq = fb.sequence
-        if abs(vel) > cfg.velocity_limit_rad_s:
+        if abs(vel) > self._velocity_limit:
             return self.trip(FaultKind.VELOCITY_LIMIT,
-                             f"velocity {vel:.4g} {self.speed_unit} beyond ±{cfg.velocity_limit_rad_s:g}", t_s)
+                             f"velocity {vel:.4g} {self.speed_unit} beyond ±{self._velocity_limit:g}", t_s)
         err = pos_ref - pos
-        limit = cfg.following_error_floor_rad + cfg.following_error_per_speed_s * abs(vel_ref)
+        limit = self._error_floor + self._error_per_speed * abs(vel_ref)
         if abs(err) > limit:
             return self.trip(FaultKind.FOLLOWING_ERROR,
                              f"following error {err:.4g} {self.length_unit} beyond ±{limit:.4g}", t_s)
         if vel_ref == 0.0:
             if self._rest_since != self._rest_since:
                 self._rest_since = t_s
-            if t_s - self._rest_since >= cfg.standstill_after_s and abs(err) > cfg.standstill_window_rad:
+            if t_s - self._rest_since >= self._standstill_after and abs(err) > self._standstill_window:
                 return self.trip(FaultKind.STANDSTILL,
-                                 f"standstill error {err:.4g} {self.length_unit} beyond ±{cfg.standstill_window_rad:g}", t_s)
+                                 f"standstill error {err:.4g} {self.length_unit} beyond ±{self._standstill_window:g}", t_s)
         else:
             self._rest_since = math.nan
-        if abs(self.Kt * cur) > TORQUE_FAULT_FACTOR * cfg.torque_limit_nm:
+        if abs(self.Kt * cur) > TORQUE_FAULT_FACTOR * self._torque_limit:
             self._torque_high += 1
             if self._torque_high >= TORQUE_FAULT_TICKS:
                 return self.trip(FaultKind.TORQUE_LIMIT,
                                  f"measured {'force' if self.force_unit == 'N' else 'torque'} {self.Kt * cur:.4g} "
                                  f"{self.force_unit} beyond "
-                                 f"{TORQUE_FAULT_FACTOR:g}×{cfg.torque_limit_nm:g}", t_s)
+                                 f"{TORQUE_FAULT_FACTOR:g}×{self._torque_limit:g}", t_s)
         else:
             self._torque_high = 0
         temp = fb.temperature_c
-        if temp > cfg.max_temperature_c:
+        if temp > self._max_temperature:
             return self.trip(FaultKind.TEMPERATURE,
-                             f"drive temperature {temp:.1f} °C beyond {cfg.max_temperature_c:g}", t_s)
-        return FaultKind.NONE
+                             f"drive temperature {temp:.1f} °C beyond {self._max_temperature:g}", t_s)
+        return _NONE
 
     def record_overrun(self, t_s: float, overrun: bool, missed: int = 0) -> FaultKind:
         """Apply the overrun policy for this tick's timing: ``overrun`` (the tick ended after

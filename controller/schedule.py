@@ -22,12 +22,13 @@ direction of v_ref. Per tick (:meth:`Scheduler.update`):
 from __future__ import annotations
 
 from dataclasses import fields
+from typing import Final
 
 from .estimation_config import ScheduleConfig
 from .friction import DirectionalParams, FrictionParams, LuGreParams, passivity_warning
 from .gains import PIDGains
 
-NAN = float("nan")
+NAN: Final = float("nan")
 VARIABLES = ("temperature_c", "payload_kg", "speed_rad_s")
 _LUGRE_FIELDS = tuple(f.name for f in fields(LuGreParams))
 _PID_FIELDS = tuple(f.name for f in fields(PIDGains))

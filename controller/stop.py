@@ -35,6 +35,7 @@ from drivers.backend import DriveState, Feedback
 from .compensation import TickSignals, make_compensator
 from .control_law import ControlLaw
 from .safety import FaultKind
+from .fastmath import isfinite
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import Config
@@ -125,7 +126,7 @@ class SafeStop:
                                                1e-12))
         self._t_rest = abs(v0) / self._decel if v0 != 0.0 else 0.0
         self._v_bound = abs(v0) + max(0.25 * abs(v0), self.rise_floor)
-        u0 = u_last if math.isfinite(u_last) else 0.0
+        u0 = u_last if isfinite(u_last) else 0.0
         self.law.enable(pos)
         # bumpless: the integrator carries the last command; the derivative filter starts at
         # the measured speed, from where the axis was one period ago at that speed (the first
@@ -141,7 +142,7 @@ class SafeStop:
         return e * vel < 0 and abs(vel) > abs(vel_ref) + self.rise_floor
 
     def _trusted(self, fb: Optional[Feedback], pos: float, vel: float) -> bool:
-        return (fb is not None and math.isfinite(pos) and math.isfinite(vel)
+        return (fb is not None and isfinite(pos) and isfinite(vel)
                 and fb.state is not DriveState.FAULT and not fb.fault_code)
 
     def _sto(self, reason: str) -> None:
@@ -190,7 +191,7 @@ class SafeStop:
         except Exception as err:  # noqa: BLE001 - a stop controller that fails: torque off
             self._sto(f"stop controller: {type(err).__name__}: {err}")
             return 0.0, pos, 0.0, 0.0
-        if not math.isfinite(u):
+        if not isfinite(u):
             self._sto("stop controller: non-finite command")
             return 0.0, pos, 0.0, 0.0
         if s >= self._t_rest:

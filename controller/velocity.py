@@ -12,6 +12,7 @@ caught by the safety layer).
 from __future__ import annotations
 
 import math
+from .fastmath import expm1
 
 
 class VelocityEstimator:
@@ -35,7 +36,7 @@ class VelocityEstimator:
             return drive_vel_rad_s
         if dt_s != self._alpha_dt:
             self._alpha_dt = dt_s
-            self._alpha = -math.expm1(-2.0 * math.pi * self.cutoff_hz * dt_s)
+            self._alpha = -expm1(-2.0 * math.pi * self.cutoff_hz * dt_s)
         prev = self._prev_pos
         self._prev_pos = pos_rad
         if prev != prev:  # first sample (NaN): no difference yet

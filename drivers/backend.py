@@ -13,13 +13,14 @@ import abc
 import enum
 import logging
 import math
-from typing import NamedTuple
+from typing import Final
 
 from .errors import BackendError, EnableError, NotEnabledError
+from controller.fastmath import isfinite
 
 log = logging.getLogger(__name__)
 
-NAN = float("nan")
+NAN: Final = float("nan")
 
 
 class DriveState(enum.IntEnum):
@@ -32,24 +33,40 @@ class DriveState(enum.IntEnum):
     FAULT = 4  # drive-side fault latched
 
 
-class Feedback(NamedTuple):
-    """One feedback sample. NaN marks a quantity the drive does not report.
-    (A NamedTuple: immutable, and built in well under a microsecond at every tick.)"""
+class Feedback:
+    """One feedback sample. NaN marks a quantity the drive does not report. Immutable by
+    convention (nothing assigns a field after construction). A plain class with slots, not a
+    NamedTuple: in the compiled build it is a native object whose fields the loop and the safety
+    checks read directly (a NamedTuple field is a descriptor looked up on every read)."""
 
-    t_s: float  # time of the sample on the loop's clock [s]
-    position_rad: float  # [rad]
-    velocity_rad_s: float  # drive's own estimate, NaN if not reported [rad/s]
-    current_a: float  # measured motor current (q axis) [A]
-    torque_nm: float  # drive's torque estimate, NaN if not available [N·m]
-    state: DriveState
-    fault_code: int = 0  # protocol fault/error code, 0 = none
-    fault_text: str = ""  # decoded fault text
-    temperature_c: float = NAN  # [°C]
-    sequence: int = 0  # increments with each new sample from the drive; unchanged = stale
-    age_s: float = 0.0  # time since the drive produced this sample [s]
+    __slots__ = ("t_s", "position_rad", "velocity_rad_s", "current_a", "torque_nm", "state",
+                 "fault_code", "fault_text", "temperature_c", "sequence", "age_s")
+
+    def __init__(self, t_s: float, position_rad: float, velocity_rad_s: float, current_a: float,
+                 torque_nm: float, state: DriveState, fault_code: int = 0, fault_text: str = "",
+                 temperature_c: float = NAN, sequence: int = 0, age_s: float = 0.0) -> None:
+        self.t_s = t_s  # time of the sample on the loop's clock [s]
+        self.position_rad = position_rad  # [rad]
+        self.velocity_rad_s = velocity_rad_s  # drive's own estimate, NaN if not reported [rad/s]
+        self.current_a = current_a  # measured motor current (q axis) [A]
+        self.torque_nm = torque_nm  # drive's torque estimate, NaN if not available [N·m]
+        self.state = state
+        self.fault_code = fault_code  # protocol fault/error code, 0 = none
+        self.fault_text = fault_text  # decoded fault text
+        self.temperature_c = temperature_c  # [°C]
+        self.sequence = sequence  # increments with each new sample from the drive; unchanged = stale
+        self.age_s = age_s  # time since the drive produced this sample [s]
+
+    def __repr__(self) -> str:
+        return (f"Feedback(t_s={self.t_s!r}, position_rad={self.position_rad!r}, "
+                f"velocity_rad_s={self.velocity_rad_s!r}, current_a={self.current_a!r}, "
+                f"torque_nm={self.torque_nm!r}, state={self.state!r}, "
+                f"fault_code={self.fault_code!r}, fault_text={self.fault_text!r}, "
+                f"temperature_c={self.temperature_c!r}, sequence={self.sequence!r}, "
+                f"age_s={self.age_s!r})")
 
 
-ENABLE_TIMEOUT_S = 1.0  # default bound of Backend.enable [s]
+ENABLE_TIMEOUT_S: Final = 1.0  # default bound of Backend.enable [s]
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -83,6 +100,7 @@ class Backend(abc.ABC):
         self._opened = False
         self._enabled = False  # the drive (as far as we know) accepts torque
         self._writable = False  # write() is allowed: False from the first step of a disable
+        self.payload_kg = 0.0  # operator-declared payload [kg] (a scheduling variable)
 
     # --- lifecycle ---------------------------------------------------------------------------
     def open(self) -> None:
@@ -136,7 +154,7 @@ class Backend(abc.ABC):
     def write(self, torque_nm: float) -> None:
         if not self._writable:
             raise NotEnabledError(f"{self.name}: write({torque_nm!r}) refused: not enabled")
-        if not math.isfinite(torque_nm):
+        if not isfinite(torque_nm):
             raise BackendError(f"{self.name}: write({torque_nm!r}) refused: not finite")
         self._write(torque_nm)
 

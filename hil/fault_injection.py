@@ -171,6 +171,12 @@ class FaultTrigger(Clock):
     def simulated(self) -> bool:
         return self._clock.simulated
 
+    @property
+    def loop_clock(self) -> Clock:
+        """The clock to give the loop: this trigger, or the wrapped clock itself when there is
+        no fault to fire (a scenario without faults pays nothing per tick for the trigger)."""
+        return self if self.pending else self._clock
+
     def report(self) -> list[dict[str, Any]]:
         """The faults that went in, for summary.json: kind, at_s, the tick."""
         return [{"kind": f.kind, "at_s": f.at_s, "tick": k,

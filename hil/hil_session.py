@@ -270,7 +270,7 @@ def hil_run(cfg: Config, protocol: str, scenario_name: str, out: Path, *,
         reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
         trigger = arm(scenario_name, scenario.faults, protocol, rig.emulator, rig.clock,
                       rig.cfg.loop.dt_s)
-        session = Session(backend=rig.backend, clock=trigger, reference=reference,
+        session = Session(backend=rig.backend, clock=trigger.loop_clock, reference=reference,
                           duration_s=duration, scenario=scenario_name, seed=seed,
                           compensation=compensation, truth=rig.true_friction_nm,
                           extra_header={"hil": {"protocol": protocol, "realtime": realtime,

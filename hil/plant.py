@@ -26,6 +26,7 @@ import numpy as np
 from controller.config import PlantConfig
 from controller.friction import DirectionalParams, FrictionParams, LuGreParams
 from controller.friction_step import lugre_step, lugre_step_values
+from controller.fastmath import isfinite
 
 
 class PlantMeasurement:
@@ -94,9 +95,19 @@ class Turntable:
         self.blocked = False  # rotor mechanically blocked (fault injection)
         self.extra_load_nm = 0.0  # load torque added by a load step (fault injection) [N·m]
         self._base_friction = cfg.friction
-        self.fc_scale = profile_value(self._fc_profile, 0.0)
-        self.friction = scale_friction(self._base_friction, self.fc_scale)
+        # the configuration read on every period, held as plain floats (the config is frozen:
+        # in the compiled build an attribute of an interpreted dataclass is a dictionary lookup)
+        self._limit_a = cfg.current_loop.limit_a
+        self._load_nm = cfg.load_torque_nm
+        self._unbalance_nm = cfg.unbalance_nm
+        self._unbalance_phase_rad = cfg.unbalance_phase_rad
         self._cog = tuple((h.harmonic, h.amplitude_nm, h.phase_rad) for h in cfg.cogging)
+        self.fc_scale = profile_value(self._fc_profile, 0.0)
+        self._friction: FrictionParams = self._base_friction
+        self._one_set = True
+        self._fc = self._fs = self._vs = self._delta = 0.0
+        self._s0 = self._s1 = self._s2 = 0.0
+        self.friction = scale_friction(self._base_friction, self.fc_scale)
         self._rad_per_count = cfg.encoder.rad_per_count
         self.t_s = 0.0
         self.theta_rad = 0.0
@@ -106,6 +117,20 @@ class Turntable:
         self.friction_nm = 0.0
         self._substeps: dict[float, tuple[int, float, float]] = {}
 
+    @property
+    def friction(self) -> FrictionParams:
+        """The true friction set now (the configured one times the drift scale)."""
+        return self._friction
+
+    @friction.setter
+    def friction(self, params: FrictionParams) -> None:
+        self._friction = params
+        # one set: its values held as floats for the substeps; directional: chosen per substep
+        self._one_set = isinstance(params, LuGreParams)
+        p = params if isinstance(params, LuGreParams) else params.forward
+        self._fc, self._fs, self._vs, self._delta = p.Fc, p.Fs, p.vs, p.delta
+        self._s0, self._s1, self._s2 = p.sigma0, p.sigma1, p.sigma2
+
     def substeps(self, dt_s: float) -> int:
         """Substeps for a control period: h <= bristle period / 20, at least min_substeps."""
         period = 2.0 * math.pi * math.sqrt(self.J / _stiffest(self._base_friction))
@@ -113,10 +138,9 @@ class Turntable:
 
     def disturbance_nm(self, theta: float) -> float:
         """Cogging + unbalance + constant load torque at angle theta [N·m]."""
-        cfg = self.cfg
-        tau = cfg.load_torque_nm + self.extra_load_nm
-        if cfg.unbalance_nm:
-            tau += cfg.unbalance_nm * math.sin(theta + cfg.unbalance_phase_rad)
+        tau = self._load_nm + self.extra_load_nm
+        if self._unbalance_nm:
+            tau += self._unbalance_nm * math.sin(theta + self._unbalance_phase_rad)
         for k, amp, phase in self._cog:
             tau += amp * math.sin(k * theta + phase)
         return tau
@@ -143,21 +167,20 @@ class Turntable:
         """Move the plant one control period with the current command held [A, s]."""
         self._update_friction_scale()
         n, h, lag = self._steps(dt_s)
-        limit = self.cfg.current_loop.limit_a
+        limit = self._limit_a
         i_target = limit if i_cmd_a > limit else (-limit if i_cmd_a < -limit else i_cmd_a)
-        if not math.isfinite(i_target):
+        if not isfinite(i_target):
             i_target = 0.0
-        params = self.friction
+        params = self._friction
         blocked = self.blocked
         h_inv_j = h / self.J
         kt = self.Kt
         i, z, w, th = self.current_a, self.z_rad, self.omega_rad_s, self.theta_rad
         f = self.friction_nm
         tau_d = self.disturbance_nm(th)
-        one_set = isinstance(params, LuGreParams)  # else direction-dependent: chosen per substep
-        p = params if isinstance(params, LuGreParams) else params.forward
-        fc, fs, vs, delta = p.Fc, p.Fs, p.vs, p.delta  # held in locals: no lookup per substep
-        s0, s1, s2 = p.sigma0, p.sigma1, p.sigma2
+        one_set = self._one_set  # else direction-dependent: chosen per substep
+        fc, fs, vs, delta = self._fc, self._fs, self._vs, self._delta
+        s0, s1, s2 = self._s0, self._s1, self._s2
         for _ in range(n):
             i = i_target + (i - i_target) * lag
             if one_set:

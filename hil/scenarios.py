@@ -25,7 +25,7 @@ def sim_run(cfg: Config, scenario_name: str, out: Path, *, compensation: str | N
     backend = SimBackend(cfg, clock, seed=seed, scenario=scenario)
     trigger = arm(scenario_name, scenario.faults, "sim", backend, clock, cfg.loop.dt_s)
     reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
-    session = Session(backend=backend, clock=trigger, reference=reference, duration_s=duration,
+    session = Session(backend=backend, clock=trigger.loop_clock, reference=reference, duration_s=duration,
                       scenario=scenario_name, seed=seed, compensation=compensation)
     summary = run_session(cfg, session, out, plot=plot, progress=progress)
     return record_injected(out, summary, trigger)

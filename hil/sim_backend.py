@@ -13,6 +13,7 @@ wired backwards), ``load_step`` (a load torque added to the plant, ``torque_nm``
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from controller.compile_hints import mypyc_attr
 from controller.config import Config, ScenarioConfig
@@ -21,9 +22,9 @@ from drivers.errors import EnableError
 
 from .plant import Turntable
 
-_ENABLED = DriveState.ENABLED
+_ENABLED: Final = DriveState.ENABLED
 FAULTS = ("stale", "nan_current", "drive_fault", "blocked_rotor", "inverted_sign", "load_step")
-SIM_FAULT_CODE = 0x5441  # arbitrary drive-side code for an injected fault
+SIM_FAULT_CODE: Final = 0x5441  # arbitrary drive-side code for an injected fault
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # tests derive variants of the sim drive
@@ -40,7 +41,6 @@ class SimBackend(Backend):
         self.plant = Turntable(cfg.plant, seed=seed, fc_profile=fc_profile)
         self._changes = sorted(scenario.changes, key=lambda c: c.at_s) if scenario else []
         self._base_J = cfg.plant.J
-        self.payload_kg = 0.0  # operator-declared payload (scheduling variable)
         self._i_cmd = 0.0
         self._state = DriveState.CLOSED
         self._fault_code = 0

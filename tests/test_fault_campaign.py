@@ -237,3 +237,17 @@ def test_hil_runs_a_scenario_fault_through_the_emulator(tmp_path, capsys):
                    "--duration", "0.6", "--out", str(tmp_path / "refused")])
     err = capsys.readouterr().err
     assert rc == 2 and "scenarios.creep.faults[0].kind: rtr cannot be injected on odrive_ascii" in err
+
+
+def test_the_loop_clock_is_the_trigger_only_while_a_fault_is_pending():
+    """A scenario without faults runs on the plain clock (no per-tick cost for the trigger); with
+    one, the loop's clock is the trigger until the fault has fired."""
+    clock = SimClock()
+    assert FaultTrigger(clock, 1e-3, [], lambda f: None).loop_clock is clock
+    fired = []
+    trigger = FaultTrigger(clock, 1e-3, [ScenarioFault(kind="stale", at_s=0.002)], fired.append)
+    assert trigger.loop_clock is trigger
+    for k in range(4):
+        trigger.sleep_until(k * 1e-3)
+    assert len(fired) == 1 and trigger.fired[0][0] == 2
+    assert trigger.loop_clock is clock
