@@ -11,8 +11,10 @@
 3. A paced real-clock run at 1 kHz (sim backend on the monotonic clock): lateness p50/p99/p99.9/
    max and overruns, beside ``cyclictest`` (Debian rt-tests) run in the same command at the same
    scheduling priority: both SCHED_FIFO at ``--priority`` where permitted, both SCHED_OTHER
-   (said so) where not. The loop spins the last ``loop.spin_s`` of each period, which hides
+   (said so) where not. The loop busy-waits the last ``loop.spin_s`` of each period, which hides
    wake-up delays shorter than that: the comparison means something only at equal priority.
+   Beside it, the wake-up delay of the loop's own OS sleep before that spin (what cyclictest
+   measures for its thread, and what the spin window must absorb).
 """
 
 from __future__ import annotations
@@ -122,7 +124,8 @@ def _paced(cfg: Config, seconds: float, out: Path) -> dict:
     from hil.sim_backend import SimBackend
 
     messages = realtime_setup(cfg.loop)
-    clock = RealClock(cfg.loop.spin_s)
+    wake_log: list[float] = []
+    clock = RealClock(cfg.loop.spin_s, wake_log=wake_log)
     scenario = cfg.scenario("creep")
     backend = SimBackend(cfg, clock, seed=1, scenario=scenario)
     ref = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, seconds)
@@ -131,6 +134,10 @@ def _paced(cfg: Config, seconds: float, out: Path) -> dict:
     finally:
         _back_to_sched_other()
     summary["rt_messages"] = messages
+    wake_us = np.asarray(wake_log) * 1e6
+    summary["wake"] = {"p50_us": float(np.percentile(wake_us, 50)), "p99_us": float(np.percentile(wake_us, 99)),
+                       "max_us": float(wake_us.max()), "beyond_spin": int(np.sum(wake_us > cfg.loop.spin_s * 1e6)),
+                       "count": int(wake_us.size)}
     return summary
 
 
@@ -207,6 +214,10 @@ def paced_comparison(cfg: Config, seconds: float, priority: int, out: Path) -> N
           f"p99.9 {paced['p999_late_us']:.1f} us   max {paced['max_late_us']:.1f} us   "
           f"overruns {paced['overruns']}   faults {len(paced['faults'])}"
           f"   (spin window {cfg.loop.spin_s * 1e6:.0f} us hides shorter wake-up delays)")
+    w = paced["wake"]
+    print(f"  the OS sleep before the spin woke late by p50 {w['p50_us']:.1f} us   p99 {w['p99_us']:.1f} us   "
+          f"max {w['max_us']:.0f} us; {w['beyond_spin']} of {w['count']} wake-ups beyond the spin window "
+          "(raise loop.spin_s if they are many)")
     cyc = cyclictest_latency(seconds, int(round(1e6 / rate)), priority if fifo else None)
     if cyc is None:
         print("  cyclictest: not installed (Debian package rt-tests); no comparison")

@@ -71,3 +71,31 @@ def test_bench_replay_batch_compares_jobs_on_identical_results(tmp_path):
     batch = batch_figures(log, copies=2, jobs=2, out=tmp_path / "b")
     assert batch["identical"] is True
     assert batch["wall_jobs1_s"] > 0 and batch["wall_jobsN_s"] > 0
+
+
+def test_the_real_clock_never_returns_early_and_logs_each_os_sleep():
+    from controller.clock import RealClock
+
+    wake: list[float] = []
+    clock = RealClock(spin_s=0.0002, wake_log=wake)
+    deadlines = [clock.now() + 0.002 * (i + 1) for i in range(20)]
+    for t in deadlines:
+        clock.sleep_until(t)
+        assert clock.now() >= t  # the busy spin ends at the deadline, never before it
+    assert len(wake) == 20  # every period was longer than the spin window: one OS sleep each
+    assert min(wake) >= 0.0  # an OS sleep is never shorter than asked
+    clock.sleep_until(clock.now() + 0.0001)  # inside the spin window: spin only, no sleep
+    assert len(wake) == 20
+
+
+def test_the_paced_run_reports_the_wake_up_delay_the_spin_window_absorbs(tmp_path):
+    from hil.bench_loop import _paced
+
+    cfg = reference_config()
+    summary = _paced(cfg, 0.3, tmp_path / "paced")
+    wake = summary["wake"]
+    # one OS sleep per tick (the safe stop's ticks included) that had time to sleep
+    assert 0.9 * summary["ticks"] <= wake["count"] <= summary["ticks"]
+    assert 0.0 <= wake["p50_us"] <= wake["p99_us"] <= wake["max_us"]
+    assert 0 <= wake["beyond_spin"] <= wake["count"]
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
