@@ -64,6 +64,10 @@ class ObserverConfig:
     dob_steady_s: Optional[float] = None  # steady sliding this long (|a_ref| ≈ 0, |v_ref| >
     #   0) => the term is faded out (over the same time) [s]; rule: 20/(2π·f_p) (20 position-loop
     #   time constants: 0.16 s at 20 Hz)
+    dob_sweep_s: Optional[float] = None  # below vs the term is attenuated by |v_ref|peak/vs,
+    #   unless the reference sweeps the Stribeck region slowly: in this time or longer
+    #   (vs/|a_ref|, its peak held with a 1 s decay) [s]; rule: 10/(2π·f_p) (ten position-loop
+    #   time constants: 80 ms at 20 Hz, as long as the loop takes to settle from a jump)
     rest_stiffness: Optional[float] = None  # at rest after a motion that slid, the feedforward
     #   is the estimator's static friction sigma0·ẑ with this fraction κ of its bristle spring
     #   (sigma0·ẑ − (1 − κ)·sigma0·Δθ, Δθ the motion since the stop) [-]; rule:
@@ -83,7 +87,7 @@ class ObserverConfig:
     def __post_init__(self) -> None:
         for name in ("momentum_bandwidth_hz", "clamp_margin_nm", "residual_limit_nm",
                      "wrong_sign_velocity_rad_s", "dob_bandwidth_hz", "dob_limit_nm",
-                     "dob_steady_s", "learning_limit_nm", "learning_time_constant_s",
+                     "dob_steady_s", "dob_sweep_s", "learning_limit_nm", "learning_time_constant_s",
                      "learning_evidence_s"):
             value = getattr(self, name)
             require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
@@ -214,6 +218,7 @@ def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
         dob_deadzone_nm=_pick(cfg.dob_deadzone_nm, 0.02 * p.Fc),
         dob_limit_nm=_pick(cfg.dob_limit_nm, 0.5 * p.Fs),
         dob_steady_s=_pick(cfg.dob_steady_s, 20.0 / (2.0 * math.pi * fp)),
+        dob_sweep_s=_pick(cfg.dob_sweep_s, 10.0 / (2.0 * math.pi * fp)),
         rest_stiffness=_pick(cfg.rest_stiffness, min(1.0, 1.0 / 1.3 + pid.kp / p.sigma0)),
         learning_limit_nm=_pick(cfg.learning_limit_nm, 0.5 * p.Fs),
         learning_time_constant_s=_pick(cfg.learning_time_constant_s, 2.0 / (2.0 * math.pi * fp)),

@@ -91,6 +91,8 @@ class LuGreCompensator(Compensator):
         self._dob_dead = resolved(observer.dob_deadzone_nm)
         self._dob_limit = resolved(observer.dob_limit_nm)
         self._dob_steady = resolved(observer.dob_steady_s)
+        # a sweep of the Stribeck region slower than dob_sweep_s: |a_ref|/vs·dob_sweep_s < 1
+        self._inv_sweep_acc = resolved(observer.dob_sweep_s) / representative(friction).vs
         self._inv_vs = 1.0 / representative(friction).vs
         self._inconsistent_limit = adaptation.inconsistent_s if adaptation is not None else math.inf
         self._inconsistent_nm = (resolved(adaptation.inconsistent_residual_nm)
@@ -203,6 +205,7 @@ class LuGreCompensator(Compensator):
         self._dob_lpf = 0.0
         self._steady_s = 0.0
         self._dob_peak = 0.0  # |v_ref| peak, decaying with a 1 s time constant [rad/s]
+        self._dob_sweep = 0.0  # |a_ref|·dob_sweep_s/vs peak, decaying alike [-]
         self._inconsistent_s = 0.0  # leaky time of inconsistency while moving [s]
         self._abs_residual = 0.0  # 1 Hz mean of |residual| while moving [N·m]
         self._peak_vref = 0.0  # largest |v_ref| so far [rad/s]
@@ -541,7 +544,13 @@ class LuGreCompensator(Compensator):
                   hold: bool) -> float:
         """The disturbance-observer term: LPF(residual), dead-zoned, bounded; weighted 1 in
         transients and faded to 0 after dob_steady_s of steady sliding (|v_ref| > 0 with a
-        velocity change below 1 % over that time). Held (frozen) in faults."""
+        velocity change below 1 % over that time). Below vs (the held peak |v_ref| under vs)
+        it is attenuated by that ratio, unless the reference sweeps the Stribeck region slowly
+        (vs/|a_ref| ≥ dob_sweep_s, the held peak |a_ref|): a jump through it (a start at
+        constant speed, a speed step) is faster than the term's lag, whose estimate of a
+        friction falling with speed would drive the breakaway overshoot, while a slow sweep
+        (a sine, a ramp) leaves time to follow; measured (``bench compensation``): the Monte
+        Carlo reversal median 1.04 → 0.97× oracle, creep unchanged. Held (frozen) in faults."""
         if hold:
             return self.dob_nm
         if dt_s != self._dob_dt:
@@ -574,10 +583,15 @@ class LuGreCompensator(Compensator):
         peak = speed if speed > peak else peak
         self._dob_peak = peak
         slow = peak * self._inv_vs
+        sweep = self._dob_sweep * self._dob_peak_decay
+        x = acc * self._inv_sweep_acc
+        sweep = x if x > sweep else sweep
+        self._dob_sweep = sweep
         if speed == 0.0:  # at rest friction balances whatever is applied: no model error to learn
             w = 0.0
-        elif slow < 1.0:
-            w *= slow
+        elif slow < 1.0:  # below vs: attenuated unless swept slowly (no a_ref at all: a jump)
+            smooth = 1.0 - sweep if 0.0 < sweep < 1.0 else 0.0
+            w *= slow + (1.0 - slow) * smooth
         self.dob_weight = w
         term *= w
         self.dob_nm = term

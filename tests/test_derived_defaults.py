@@ -36,6 +36,8 @@ def test_observer_defaults_follow_their_rules(p, J, pid_hz):
     assert o.dob_deadzone_nm == pytest.approx(0.02 * p.Fc)
     assert o.dob_limit_nm == pytest.approx(0.5 * p.Fs)
     assert o.dob_bandwidth_hz == pytest.approx(20 * pid_hz)
+    assert o.dob_steady_s == pytest.approx(20 / (2 * math.pi * pid_hz))
+    assert o.dob_sweep_s == pytest.approx(10 / (2 * math.pi * pid_hz))
     assert o.rest_stiffness == pytest.approx(min(1.0, 1 / 1.3 + pid.kp / p.sigma0))
     assert 0.0 < o.rest_stiffness <= 1.0
     assert resolve_adaptation(AdaptationConfig(), p).inconsistent_residual_nm == pytest.approx(0.1 * p.Fc)
@@ -50,8 +52,9 @@ def test_observer_defaults_follow_their_rules(p, J, pid_hz):
 def test_explicit_values_override_the_rules():
     p = SETS[1]
     pid = PIDGains.triple_pole(0.08, 20.0)
-    o = resolve_observer(ObserverConfig(residual_limit_nm=0.3, bandwidth_hz=5.0), p, 0.08, pid)
-    assert o.residual_limit_nm == 0.3 and o.bandwidth_hz == 5.0
+    o = resolve_observer(ObserverConfig(residual_limit_nm=0.3, bandwidth_hz=5.0, dob_sweep_s=0.5),
+                         p, 0.08, pid)
+    assert o.residual_limit_nm == 0.3 and o.bandwidth_hz == 5.0 and o.dob_sweep_s == 0.5
     assert o.clamp_margin_nm == pytest.approx(0.25 * p.Fc)  # the others still derived
     a = resolve_adaptation(AdaptationConfig(fc_max_nm=9.0), p)
     assert a.fc_max_nm == 9.0 and a.fc_min_nm == pytest.approx(0.75)

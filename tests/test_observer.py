@@ -300,6 +300,43 @@ def test_stribeck_fallback_when_only_the_dynamics_are_wrong():
     assert peak < 30e-6
 
 
+def _dob_weight_after_ramp(comp, acc: float, v_end: float) -> float:
+    """The DOB weight on the first tick at v_end after a ramp from rest at ``acc`` (the plant
+    follows the reference exactly; the measured current is the static curve)."""
+    s = TickSignals()
+    t = 0.0
+    v = 0.0
+    while True:
+        t += DT
+        v = min(v + acc * DT, v_end)
+        s.t_s = t
+        s.vel_ref_rad_s = s.vel_rad_s = v
+        s.acc_ref_rad_s2 = acc if v < v_end else 0.0
+        s.pos_ref_rad += v * DT
+        s.pos_rad = s.pos_ref_rad
+        s.current_a = stribeck(P, v) / CFG.controller.Kt
+        comp.step(s, DT)
+        if v >= v_end:
+            return comp.dob_weight
+
+
+def test_below_vs_the_dob_is_attenuated_after_a_jump_but_not_after_a_slow_sweep():
+    """Rule of observer.dob_sweep_s: below vs the term is weighted |v_ref|peak/vs after a
+    reference that crossed vs/|a_ref| faster than dob_sweep_s, and close to 1 after a slow
+    ramp (a sine's start): the same speed, four times the sweep time."""
+    vs = P.vs
+    comp = _compensator()
+    sweep_s = comp.cfg.dob_sweep_s  # derived (tests/test_derived_defaults.py)
+    jump = _dob_weight_after_ramp(comp, acc=10 * vs / sweep_s, v_end=0.5 * vs)
+    assert jump == pytest.approx(0.5, abs=0.01)  # attenuated by |v|/vs
+    comp = _compensator()
+    slow = _dob_weight_after_ramp(comp, acc=vs / (4 * sweep_s), v_end=0.5 * vs)
+    # the held sweep ratio 1/4 (decayed over the ramp): weight 0.5 + 0.5·(1 − 1/4) or more
+    assert 0.875 <= slow < 1.0
+    comp = _compensator(dob_sweep_s=sweep_s * 100)  # the override: the same ramp is now a jump
+    assert _dob_weight_after_ramp(comp, acc=vs / (4 * sweep_s), v_end=0.5 * vs) == pytest.approx(0.5, abs=0.01)
+
+
 def test_non_finite_measurement_falls_back_at_once_and_keeps_state():
     comp = _compensator()
     s = TickSignals()
