@@ -386,6 +386,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"plots: {png}, {out}/<scenario>/<mode>/report.png, {out}/friction.png "
           f"(plant pre-sliding slope {curves['presliding_slope_nm_per_rad']:.3g} "
           f"{curves['units']['presliding_slope_nm_per_rad']})")
+    from .compiled import hot_path_line
+
+    print(hot_path_line())
     return 1 if any(s["faults"] for r in results.values() for s in r.values()) else 0
 
 

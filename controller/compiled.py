@@ -48,6 +48,17 @@ def active_path() -> str:
     return "pure Python (not compiled in this install)"
 
 
+def hot_path_line() -> str:
+    """The line commands such as ``frictionctl demo`` end with: which path ran and, when the
+    install fell back to pure Python, where to read why (pip shows a build's own notice only
+    with ``-v``)."""
+    path = active_path()
+    if path == "pure Python (not compiled in this install)":
+        return (f"hot path: {path}; the build fell back to pure Python, "
+                "`pip install -v .` prints why")
+    return f"hot path: {path}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     print(active_path())

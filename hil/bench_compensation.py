@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 
 from controller.config import Config, load_config, resolve_config_path
-from controller.executor import ExecutorSpec, add_executor_arguments, run_map, spec_from_args
+from controller.executor import (ExecutorSpec, add_executor_arguments, int_argument, run_map,
+                                 spec_from_args)
 from controller.friction import DirectionalParams, FrictionParams, LuGreParams
 from controller.units import display
 from controller.report import plot_comparison  # noqa: F401 - re-exported: the figure lives in report
@@ -367,16 +368,19 @@ def format_results(cases, results: list[dict[str, Any]]) -> str:
     """Per case and scenario: µrad rms per mode, lugre_adaptive/oracle of rms, breakaway,
     steady and second half."""
     ix = _index(results)
-    modes = [m for m in BENCH_MODES if any(r["mode"] == m for r in results)]
+    ran = {r["mode"] for r in results}
+    modes = [m for m in BENCH_MODES if m in ran] + sorted(ran - set(BENCH_MODES))
+    scenarios = list(dict.fromkeys(r["scenario"] for r in results))  # in the order they ran
     lines = [f"{'case':<16}{'scenario':<10}" + "".join(f"{m:>15}" for m in modes)
              + f"{'adaptive/oracle: rms':>22}{'breakaway':>10}{'steady':>8}{'2nd half':>9}"
              + f"{'reidentify s':>13}"]
     for name, _, _ in cases:
-        for sc in GOAL_SCENARIOS:
-            if (name, sc, "oracle") not in ix:
+        for sc in scenarios:
+            if not any((name, sc, m) in ix for m in modes):
                 continue
             row = f"{name:<16}{sc:<10}" + "".join(
-                f"{ix[(name, sc, m)]['rms_error_rad'] * 1e6:15.3f}" for m in modes)
+                f"{ix[(name, sc, m)]['rms_error_rad'] * 1e6 if (name, sc, m) in ix else math.nan:15.3f}"
+                for m in modes)
             a = ix.get((name, sc, "lugre_adaptive"), {})
             row += (f"{ratio(ix, name, sc):22.2f}{ratio(ix, name, sc, 'breakaway_rms_rad'):10.2f}"
                     f"{ratio(ix, name, sc, 'steady_rms_rad'):8.2f}"
@@ -412,8 +416,14 @@ def main(argv: list[str] | None = None) -> int:
                              "fit; default: the config's, propose)")
     parser.add_argument("--out", default="bench-out")
     add_executor_arguments(parser)
+    parser.add_argument("--compare-jobs", type=int_argument(2), default=None, metavar="N",
+                        help="run the batch in this process, then on N local processes: print "
+                             "the speed-up and whether the results are identical")
     args = parser.parse_args(argv)
-    spec = spec_from_args(args)
+    if args.compare_jobs is not None and (args.jobs != 1 or args.cluster is not None):
+        parser.error("--compare-jobs: runs --jobs 1 and --jobs N itself; give neither --jobs "
+                     "nor --cluster")
+    spec = ExecutorSpec(jobs=args.compare_jobs) if args.compare_jobs else spec_from_args(args)
     t_start = time.perf_counter()
     cfg = load_config(resolve_config_path(args.config))
     if args.stribeck is not None:
@@ -439,7 +449,18 @@ def main(argv: list[str] | None = None) -> int:
     tasks = build_tasks(cases, out, args.seed, args.duration_scale, modes, scenarios)
     print(f"{len(cases)} cases × {len(scenarios)} scenarios × {len(modes)} modes = "
           f"{len(tasks)} runs; seed {args.seed}; {spec.description}", flush=True)
+    compare: dict[str, Any] | None = None
+    if args.compare_jobs:
+        t0 = time.perf_counter()
+        serial = run_map(run_one, tasks, ExecutorSpec(jobs=1))
+        t1 = time.perf_counter()
     results = run_map(run_one, tasks, spec)  # in task order whatever the executor
+    if args.compare_jobs:
+        t2 = time.perf_counter()
+        # NaN-aware: the same JSON text
+        same = json.dumps(serial, default=str) == json.dumps(results, default=str)
+        compare = {"jobs1_wall_s": t1 - t0, "jobsN_wall_s": t2 - t1, "jobs": args.compare_jobs,
+                   "speedup": (t1 - t0) / (t2 - t1), "identical": same}
     print(format_results(cases, results))
     if set(BENCH_MODES) <= set(modes) and set(GOAL_SCENARIOS) <= set(scenarios):
         for line in goal_report(cases, results):
@@ -452,6 +473,12 @@ def main(argv: list[str] | None = None) -> int:
     # what depends on the machine and the executor lives under "timing" alone: the rest of the
     # file is the same for any --jobs or --cluster
     report["timing"] = {"executor": spec.description, "wall_s": time.perf_counter() - t_start}
+    if compare is not None:
+        report["timing"]["compare_jobs"] = compare
+        print(f"--jobs 1: {compare['jobs1_wall_s']:.1f} s   --jobs {compare['jobs']}: "
+              f"{compare['jobsN_wall_s']:.1f} s   speed-up {compare['speedup']:.2f}x (goal >= 1.7x "
+              f"with 2 on 2 cores: {_verdict(compare['speedup'] >= 1.7)}); results identical: "
+              f"{'yes' if compare['identical'] else 'NO'}")
     (out / "results.json").write_text(json.dumps(report, indent=2, default=str))
     print(f"results: {out / 'results.json'}")
     return 0

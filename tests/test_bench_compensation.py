@@ -49,3 +49,22 @@ def test_monte_carlo_plants_follow_the_ranges():
             err = abs(getattr(b, name) / getattr(p, name) - 1)
             assert 0.15 - 1e-9 <= err <= 0.3 + 1e-9, name
         assert b.Fs >= b.Fc
+
+
+def test_the_table_has_a_row_for_every_run_even_without_the_oracle():
+    """A subset of modes or scenarios (``--modes off,lugre_adaptive --scenarios creep,step``)
+    still prints its figures; the ratios to a mode that did not run are nan."""
+    from hil.bench_compensation import format_results
+
+    def run(case: str, scenario: str, mode: str, rms: float) -> dict:
+        return {"case": case, "scenario": scenario, "mode": mode, "rms_error_rad": rms,
+                "breakaway_rms_rad": rms, "steady_rms_rad": rms, "second_half_rms_rad": rms,
+                "reidentify": False}
+
+    results = [run("reference", sc, m, rms) for sc, rms in (("creep", 2e-6), ("step", 3e-6))
+               for m, rms in (("off", 4 * rms), ("lugre_adaptive", rms))]
+    lines = format_results([("reference", "exact", None)], results).splitlines()
+    assert len(lines) == 3 and lines[0].split()[2:4] == ["off", "lugre_adaptive"]
+    creep, step = (line.split() for line in lines[1:])
+    assert creep[:4] == ["reference", "creep", "8.000", "2.000"] and creep[4] == "nan"
+    assert step[:4] == ["reference", "step", "12.000", "3.000"]

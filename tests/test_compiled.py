@@ -165,3 +165,19 @@ def test_modules_compiled_together_stay_interpreted_together():
 def test_every_hot_module_exists_as_source():
     for name in HOT_MODULES:
         assert (ROOT / Path(*name.split("."))).with_suffix(".py").is_file(), name
+
+
+def test_a_fallen_back_install_says_so_where_the_quick_start_looks(monkeypatch):
+    """pip shows the build's notice only with -v; `frictionctl demo` ends with the path that ran,
+    and on an install that fell back, with where to read why."""
+    import controller.compiled as compiled
+
+    monkeypatch.setattr(compiled, "compiled_modules", lambda: [])
+    monkeypatch.setattr(compiled, "pure_python_requested", lambda: False)
+    line = compiled.hot_path_line()
+    assert line.startswith("hot path: pure Python (not compiled in this install)")
+    assert "pip install -v ." in line
+    monkeypatch.setattr(compiled, "pure_python_requested", lambda: True)
+    assert compiled.hot_path_line() == "hot path: pure Python (FRICTIONCTL_PURE_PYTHON=1)"
+    monkeypatch.setattr(compiled, "compiled_modules", lambda: list(HOT_MODULES))
+    assert compiled.hot_path_line() == f"hot path: mypyc ({len(HOT_MODULES)}/{len(HOT_MODULES)} hot modules)"

@@ -87,9 +87,10 @@ def test_replay_of_many_logs_is_identical_for_jobs_1_and_2(two_logs, tmp_path, c
 
 @pytest.fixture(scope="module")
 def dask_cluster():
-    """A local Dask cluster started by the test: one worker process-less, two threads."""
+    """A local Dask cluster started by the test: two worker processes of one thread each, so
+    tasks and results cross process boundaries as on a real cluster."""
     distributed = pytest.importorskip("distributed", reason="dask[distributed] not installed")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster:
         yield cluster.scheduler_address
 
@@ -113,19 +114,40 @@ def _bench_results(out: Path, *executor: str) -> tuple[dict, dict]:
     return report, report.pop("timing")
 
 
-def test_bench_compensation_results_are_the_same_for_any_executor(tmp_path, capsys, dask_cluster):
+def test_bench_compensation_results_are_the_same_for_any_jobs(tmp_path):
     out = tmp_path / "bench"  # the same folder each time: the logs' paths are part of the results
     serial, t1 = _bench_results(out)
     parallel, t2 = _bench_results(out, "--jobs", "2")
-    dask, t3 = _bench_results(out, "--cluster", dask_cluster)
-    assert serial == parallel == dask
-    assert [t["executor"] for t in (t1, t2, t3)] == ["in process", "2 local processes",
-                                                     f"dask cluster {dask_cluster}"]
+    assert serial == parallel
+    assert [t["executor"] for t in (t1, t2)] == ["in process", "2 local processes"]
+    assert all(t["wall_s"] > 0 for t in (t1, t2))
     runs = {(r["case"], r["scenario"], r["mode"]) for r in serial["results"]}
     assert runs == {(c, sc, m) for c in ("reference", "mc0", "mc1") for sc in ("creep", "reversal")
                     for m in ("off", "lugre_adaptive")}
     assert all("wall_s" not in r for r in serial["results"])  # timing only under "timing"
     assert all(r["rms_error_rad"] > 0 for r in serial["results"])
+
+
+def test_compare_jobs_times_both_executors_in_one_run_on_identical_results(tmp_path, capsys):
+    report, timing = _bench_results(tmp_path / "cmp", "--compare-jobs", "2")
+    serial, _ = _bench_results(tmp_path / "cmp")  # the same folder: the same log paths
+    assert report == serial  # the table is the --jobs 2 run's, equal to a plain run's
+    cmp = timing["compare_jobs"]
+    assert cmp["jobs"] == 2 and cmp["identical"] is True
+    assert cmp["speedup"] == pytest.approx(cmp["jobs1_wall_s"] / cmp["jobsN_wall_s"])
+    assert "results identical: yes" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as err:
+        main([*BENCH, "--out", str(tmp_path / "x"), "--compare-jobs", "2", "--jobs", "2"])
+    assert err.value.code == 2
+    assert "--compare-jobs: runs --jobs 1 and --jobs N itself" in capsys.readouterr().err
+
+
+def test_bench_compensation_on_a_local_dask_cluster_equals_in_process(tmp_path, dask_cluster):
+    out = tmp_path / "bench"
+    serial, _ = _bench_results(out)
+    dask, timing = _bench_results(out, "--cluster", dask_cluster)
+    assert serial == dask
+    assert timing["executor"] == f"dask cluster {dask_cluster}"
 
 
 def test_identification_check_runs_map_identically(tmp_path):
