@@ -137,7 +137,7 @@ class LuGreCompensator(Compensator):
                 self.speed_table = SpeedTable(base.vs, resolved(adaptation.fc_min_nm) / base.Fc,
                                               resolved(adaptation.fc_max_nm) / base.Fc,
                                               resolved(observer.learning_evidence_s),
-                                              adaptation.time_constant_s)
+                                              adaptation.time_constant_s, base)
         self._qs_fs = base.Fs
         # a motion has slid once the reference travelled 3·Fs/sigma0 from where it started: the
         # bristle state relaxes to its sliding value with a travel constant g(v)/sigma0 <=

@@ -203,6 +203,42 @@ def test_speed_table_projects_a_wrong_sign_measurement():
     assert table.scale_at(0.06, 1.0) == pytest.approx(1.0)
 
 
+def _measured_table(believed: LuGreParams, true: LuGreParams, speeds, with_believed: bool):
+    table = SpeedTable(believed.vs, 0.5, 2.0, 0.016, 2.0, believed if with_believed else None)
+    for v in speeds:
+        for _ in range(100):  # the ratio of the true curve to the believed one, as step() forms it
+            table.sample(v, g(true, v), g(true, v) / g(believed, v), 1e-3)
+    table.refill(1.0, 0.03)  # the level: the bins at and above 0.03 rad/s
+    return table
+
+
+def test_below_the_lowest_measured_speed_the_believed_excess_follows_the_measurement():
+    """Rule of SpeedTable.refill: the believed Stribeck excess below the lowest measured bin is
+    scaled by what that bin measured (stiff±30%: believed Fs/Fc 2.5, true 1.33), so the curve
+    there comes closer to the plant's than the believed shape held at the bin's level; an exact
+    set measures its own shape and changes nothing."""
+    true = LuGreParams(Fc=0.3, Fs=0.4, vs=0.003, sigma0=1e5, sigma1=100.0, sigma2=0.0)
+    believed = LuGreParams(Fc=0.21, Fs=0.52, vs=0.0039, sigma0=7e4, sigma1=130.0, sigma2=0.0)
+    speeds = [0.006, 0.01, 0.02, 0.04, 0.06]
+    new = _measured_table(believed, true, speeds, with_believed=True)
+    held = _measured_table(believed, true, speeds, with_believed=False)
+    low = min(new.measured_bins())
+    assert low > 0 and new.filled[low:] == held.filled[low:]  # measured bins: as before
+    level = g(true, 0.04) / g(believed, 0.04)  # the ratio where the adapter sets the level
+    closer = 0
+    for i in range(low):
+        v = new.centers[i]
+        curve, curve_held = new.filled[i] * g(believed, v), held.filled[i] * g(believed, v)
+        assert believed.Fc * (1 - 1e-9) <= curve < curve_held  # Fs >= Fc kept; excess smaller
+        plant = g(true, v) / level  # the plant's curve at the table's level (default 1)
+        closer += abs(curve - plant) < abs(curve_held - plant)
+    assert closer == low  # nearer the plant at every speed below the measurements
+    # an exact set: the bins measure the believed shape, so the extension changes nothing
+    exact_new = _measured_table(true, true, speeds, with_believed=True)
+    exact_held = _measured_table(true, true, speeds, with_believed=False)
+    assert exact_new.filled == exact_held.filled
+
+
 def _halves(log, duration_s: float) -> tuple[float, float]:
     t = log["t_s"]
     e = log["pos_ref_rad"] - log["pos_rad"]
