@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -134,10 +135,11 @@ def _paced(cfg: Config, seconds: float, out: Path) -> dict:
     finally:
         _back_to_sched_other()
     summary["rt_messages"] = messages
-    wake_us = np.asarray(wake_log) * 1e6
-    summary["wake"] = {"p50_us": float(np.percentile(wake_us, 50)), "p99_us": float(np.percentile(wake_us, 99)),
-                       "max_us": float(wake_us.max()), "beyond_spin": int(np.sum(wake_us > cfg.loop.spin_s * 1e6)),
-                       "count": int(wake_us.size)}
+    wake_us = np.asarray(wake_log or [math.nan]) * 1e6  # none: every tick too late to sleep
+    summary["wake"] = {"p50_us": float(np.percentile(wake_us, 50)),
+                       "p99_us": float(np.percentile(wake_us, 99)), "max_us": float(wake_us.max()),
+                       "beyond_spin": int(np.sum(wake_us > cfg.loop.spin_s * 1e6)),
+                       "count": len(wake_log)}
     return summary
 
 
