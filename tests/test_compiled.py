@@ -37,6 +37,10 @@ cfg = load_config(resolve_config_path("turntable"))
 out = Path(sys.argv[1])
 sim_run(cfg, "reversal", out, compensation="lugre_adaptive", duration_s=1.5, seed=3, plot=False)
 replay(out / "run.fctl", out / "replay", plot=False)
+# the other paths the loop can take: PID alone, and the scheduler switching sets mid-run
+sim_run(cfg, "creep", out / "creep", compensation="off", duration_s=1.5, seed=3, plot=False)
+sim_run(cfg, "schedule", out / "schedule", compensation="lugre_adaptive", duration_s=6.0, seed=3,
+        plot=False)
 print(json.dumps({"path": active_path(), "compiled": compiled_modules()}))
 """
 
@@ -95,11 +99,14 @@ def test_compiled_and_pure_python_logs_and_replays_are_bit_identical(compiled_tr
     assert expected and sorted(compiled["compiled"]) == sorted(expected)
     assert compiled["path"].startswith("mypyc")
     assert pure["compiled"] == [] and "FRICTIONCTL_PURE_PYTHON" in pure["path"]
+    for sub in ("", "creep", "schedule"):  # reversal/lugre_adaptive, creep/off, schedule switches
+        a = read_log(tmp_path / "compiled" / sub / "run.fctl")
+        b = read_log(tmp_path / "pure" / sub / "run.fctl")
+        assert a.columns == b.columns and a.data.shape == b.data.shape and a.data.shape[0] > 1000
+        keep = [i for i, c in enumerate(a.columns) if c not in TIMING_COLUMNS]
+        # bit for bit: compare the IEEE-754 patterns, so NaN == NaN and -0.0 != 0.0
+        assert np.array_equal(a.data[:, keep].view(np.uint64), b.data[:, keep].view(np.uint64)), sub
     a, b = read_log(tmp_path / "compiled" / "run.fctl"), read_log(tmp_path / "pure" / "run.fctl")
-    assert a.columns == b.columns and a.data.shape == b.data.shape and a.data.shape[0] > 1000
-    keep = [i for i, c in enumerate(a.columns) if c not in TIMING_COLUMNS]
-    # bit for bit: compare the IEEE-754 patterns, so NaN == NaN and -0.0 != 0.0
-    assert np.array_equal(a.data[:, keep].view(np.uint64), b.data[:, keep].view(np.uint64))
     header_a = {k: v for k, v in a.header.items() if k != "versions"}
     header_b = {k: v for k, v in b.header.items() if k != "versions"}
     assert header_a == header_b

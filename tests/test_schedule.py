@@ -329,3 +329,31 @@ def test_schedule_factors_making_an_invalid_set_name_the_key(tmp_path):
     path.write_text(text)
     with pytest.raises(ConfigError, match=r"^controller\.schedule\.sets\[1\]\.scale: makes an invalid set"):
         load_config(path)
+
+
+def test_skipping_the_settled_scheduler_changes_nothing():
+    """The cheap path (weights at their target and no variable moved past its play: return the
+    last result) gives exactly what the full update gives, tick for tick, over random holds,
+    drifts and jumps of temperature and payload (NaN: unknown) across the regions."""
+    import random
+
+    rng = random.Random(7)
+    fast = Scheduler(load(), CFG.controller.pid)
+    full = Scheduler(load(), CFG.controller.pid)
+    temperature, payload = 25.0, 0.0
+    skipped = 0
+    for _ in range(20000):
+        r = rng.random()
+        if r < 0.002:
+            temperature = rng.uniform(0.0, 60.0)  # a jump across the regions
+        elif r < 0.3:
+            temperature += rng.gauss(0.0, 0.05)  # drift, often inside the play
+        if rng.random() < 0.001:
+            payload = rng.choice((0.0, 1.0, 5.0, math.nan))
+        full._settled = False  # never allowed to skip
+        was_settled = fast._settled
+        a = fast.update(DT, temperature_c=temperature, payload_kg=payload)
+        b = full.update(DT, temperature_c=temperature, payload_kg=payload)
+        skipped += was_settled and not fast.changed
+        assert a == b and fast.active == full.active and fast.changed == full.changed
+    assert skipped > 10000  # the skip really ran, most of the time
