@@ -29,6 +29,10 @@ from typing import Sequence
 from .hot_modules import HOT_MODULES, PURE_ENV, pure_python_requested
 
 
+#: what :func:`active_path` says of an install whose build fell back to pure Python
+NOT_COMPILED = "pure Python (not compiled in this install)"
+
+
 def _is_compiled(module: ModuleType) -> bool:
     return isinstance(getattr(module.__spec__, "loader", None), importlib.machinery.ExtensionFileLoader)
 
@@ -45,7 +49,7 @@ def active_path() -> str:
         return f"mypyc ({len(done)}/{len(HOT_MODULES)} hot modules)"
     if pure_python_requested():
         return f"pure Python ({PURE_ENV}=1)"
-    return "pure Python (not compiled in this install)"
+    return NOT_COMPILED
 
 
 def hot_path_line() -> str:
@@ -53,7 +57,7 @@ def hot_path_line() -> str:
     install fell back to pure Python, where to read why (pip shows a build's own notice only
     with ``-v``)."""
     path = active_path()
-    if path == "pure Python (not compiled in this install)":
+    if path == NOT_COMPILED:
         return (f"hot path: {path}; the build fell back to pure Python, "
                 "`pip install -v .` prints why")
     return f"hot path: {path}"
