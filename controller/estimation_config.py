@@ -74,6 +74,10 @@ class ObserverConfig:
     #   min(1, 1/1.3 + kp/sigma0): the spring fed forward never exceeds the plant's own plus the
     #   position loop's kp for a believed sigma0 up to 30 % high (else a negative net stiffness:
     #   the axis hunts at rest)
+    off_reference_rad: Optional[float] = None  # a tracking error beyond this while the
+    #   reference moves: the axis is off it (stuck, or lurched ahead), and the feedforward
+    #   crossfades from the reference-driven model to the estimator F̂, fully at twice it [rad];
+    #   rule: Fs/sigma0 (the bristle deflection at breakaway)
     learning: bool = True  # learned tables (controller.learning): the static curve measured in
     #   quasi-steady sliding per |v| bin (the models' Stribeck level below the adaptation gate),
     #   and the residual learned along the path from each start/reversal, fed forward on the
@@ -87,8 +91,8 @@ class ObserverConfig:
     def __post_init__(self) -> None:
         for name in ("momentum_bandwidth_hz", "clamp_margin_nm", "residual_limit_nm",
                      "wrong_sign_velocity_rad_s", "dob_bandwidth_hz", "dob_limit_nm",
-                     "dob_steady_s", "dob_sweep_s", "learning_limit_nm", "learning_time_constant_s",
-                     "learning_evidence_s"):
+                     "dob_steady_s", "dob_sweep_s", "off_reference_rad", "learning_limit_nm",
+                     "learning_time_constant_s", "learning_evidence_s"):
             value = getattr(self, name)
             require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
         require(self.rest_stiffness is None or 0 < self.rest_stiffness <= 1, "rest_stiffness",
@@ -220,6 +224,7 @@ def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
         dob_steady_s=_pick(cfg.dob_steady_s, 20.0 / (2.0 * math.pi * fp)),
         dob_sweep_s=_pick(cfg.dob_sweep_s, 10.0 / (2.0 * math.pi * fp)),
         rest_stiffness=_pick(cfg.rest_stiffness, min(1.0, 1.0 / 1.3 + pid.kp / p.sigma0)),
+        off_reference_rad=_pick(cfg.off_reference_rad, p.Fs / p.sigma0),
         learning_limit_nm=_pick(cfg.learning_limit_nm, 0.5 * p.Fs),
         learning_time_constant_s=_pick(cfg.learning_time_constant_s, 2.0 / (2.0 * math.pi * fp)),
         learning_evidence_s=_pick(cfg.learning_evidence_s, 10.0 / (2.0 * math.pi * mbw)))
