@@ -68,6 +68,11 @@ class ObserverConfig:
     #   unless the reference sweeps the Stribeck region slowly: in this time or longer
     #   (vs/|a_ref|, its peak held with a 1 s decay) [s]; rule: 10/(2π·f_p) (ten position-loop
     #   time constants: 80 ms at 20 Hz, as long as the loop takes to settle from a jump)
+    dob_inertia_margin: float = 0.3  # the DOB's residual is measured by a momentum observer on
+    #   the believed J raised by this fraction [-]: an inertia the DOB underestimates adds
+    #   (J − J_dob)·ω̇ to its residual, positive feedback of acceleration that its lag turns into
+    #   negative damping (the axis hunts); one it overestimates only an apparent extra inertia.
+    #   The default covers a believed J up to 30 % low (the benchmark's error range)
     rest_stiffness: Optional[float] = None  # at rest after a motion that slid, the feedforward
     #   is the estimator's static friction sigma0·ẑ with this fraction κ of its bristle spring
     #   (sigma0·ẑ − (1 − κ)·sigma0·Δθ, Δθ the motion since the stop) [-]; rule:
@@ -95,6 +100,8 @@ class ObserverConfig:
                      "learning_time_constant_s", "learning_evidence_s"):
             value = getattr(self, name)
             require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
+        require(0 <= self.dob_inertia_margin <= 10, "dob_inertia_margin",
+                f"must be in [0, 10], got {self.dob_inertia_margin}")
         require(self.rest_stiffness is None or 0 < self.rest_stiffness <= 1, "rest_stiffness",
                 f"must be in (0, 1] (or null: derived), got {self.rest_stiffness}")
         require(self.dob_deadzone_nm is None or self.dob_deadzone_nm >= 0, "dob_deadzone_nm",
