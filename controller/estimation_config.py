@@ -79,6 +79,11 @@ class ObserverConfig:
     #   min(1, 1/1.3 + kp/sigma0): the spring fed forward never exceeds the plant's own plus the
     #   position loop's kp for a believed sigma0 up to 30 % high (else a negative net stiffness:
     #   the axis hunts at rest)
+    rest_spring_s: Optional[float] = None  # the reduction of the spring at rest
+    #   (rest_stiffness) acts on motion faster than this: a first-order high-pass of the motion
+    #   since the stop [s]; rule: kp/ki (the PID's integral time: slower motion at rest is the
+    #   integrator's, which would otherwise hold the removed part and release it at the next
+    #   start)
     off_reference_rad: Optional[float] = None  # a tracking error beyond this while the
     #   reference moves: the axis is off it (stuck, or lurched ahead), and the feedforward
     #   crossfades from the reference-driven model to the estimator F̂, fully at twice it [rad];
@@ -96,7 +101,8 @@ class ObserverConfig:
     def __post_init__(self) -> None:
         for name in ("momentum_bandwidth_hz", "clamp_margin_nm", "residual_limit_nm",
                      "wrong_sign_velocity_rad_s", "dob_bandwidth_hz", "dob_limit_nm",
-                     "dob_steady_s", "dob_sweep_s", "off_reference_rad", "learning_limit_nm",
+                     "dob_steady_s", "dob_sweep_s", "off_reference_rad", "rest_spring_s",
+                     "learning_limit_nm",
                      "learning_time_constant_s", "learning_evidence_s"):
             value = getattr(self, name)
             require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
@@ -232,6 +238,7 @@ def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
         dob_sweep_s=_pick(cfg.dob_sweep_s, 10.0 / (2.0 * math.pi * fp)),
         rest_stiffness=_pick(cfg.rest_stiffness, min(1.0, 1.0 / 1.3 + pid.kp / p.sigma0)),
         off_reference_rad=_pick(cfg.off_reference_rad, p.Fs / p.sigma0),
+        rest_spring_s=_pick(cfg.rest_spring_s, pid.kp / pid.ki if pid.ki > 0.0 else math.inf),
         learning_limit_nm=_pick(cfg.learning_limit_nm, 0.5 * p.Fs),
         learning_time_constant_s=_pick(cfg.learning_time_constant_s, 2.0 / (2.0 * math.pi * fp)),
         learning_evidence_s=_pick(cfg.learning_evidence_s, 10.0 / (2.0 * math.pi * mbw)))
