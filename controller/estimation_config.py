@@ -102,8 +102,7 @@ class ObserverConfig:
         for name in ("momentum_bandwidth_hz", "clamp_margin_nm", "residual_limit_nm",
                      "wrong_sign_velocity_rad_s", "dob_bandwidth_hz", "dob_limit_nm",
                      "dob_steady_s", "dob_sweep_s", "off_reference_rad", "rest_spring_s",
-                     "learning_limit_nm",
-                     "learning_time_constant_s", "learning_evidence_s"):
+                     "learning_limit_nm", "learning_time_constant_s", "learning_evidence_s"):
             value = getattr(self, name)
             require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
         require(0 <= self.dob_inertia_margin <= 10, "dob_inertia_margin",

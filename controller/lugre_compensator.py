@@ -578,9 +578,9 @@ class LuGreCompensator(Compensator):
         PID's integral time): hunting is a motion in the position loop's band, where the
         reduction acts; slower rest motion (the axis pulled back after overshooting the stop)
         is the integrator's, which would otherwise hold the removed part as a static offset
-        and release it as a torque step at the next start (measured, ``stiff±30%`` scan second
-        half over twelve noise seeds: worst 2.37× → 1.39×, median 1.65× → 1.01× oracle; mc18
-        0.85× → 1.17×)."""
+        and release it as a torque step at the next start (measured, ``bench compensation``:
+        the ``stiff±30%`` scan's second half over twelve noise seeds, worst 2.87× → 1.31×,
+        median 1.49× → 1.00× oracle; on seed 1 mc18's 0.83× → 1.08×)."""
         z = est.z_hat
         ff_model.z_hat = z
         sigma0 = est.active.sigma0
