@@ -68,13 +68,13 @@ class ObserverConfig:
     #   unless the reference sweeps the Stribeck region slowly: in this time or longer
     #   (vs/|a_ref|, its peak held with a 1 s decay) [s]; rule: 10/(2π·f_p) (ten position-loop
     #   time constants: 80 ms at 20 Hz, as long as the loop takes to settle from a jump)
-    dob_inertia_margin: float = 0.3  # the DOB's residual is measured by a momentum observer on
+    dob_inertia_margin: float = 0.43  # the DOB's residual is measured by a momentum observer on
     #   the believed J raised by this fraction for the acceleration the reference did not plan
     #   (ω̇ − a_ref) [-]: an inertia the DOB underestimates adds (J − J_dob)·ω̇ to its residual,
     #   positive feedback of acceleration that its lag turns into negative damping (the axis
     #   hunts); one it overestimates only an apparent extra inertia. The planned acceleration
-    #   keeps the believed J (the inertia feedforward's). The default covers a believed J up to
-    #   30 % low (the benchmark's error range)
+    #   keeps the believed J (the inertia feedforward's). The default, 1/(1 − 0.3) − 1, covers
+    #   a believed J up to 30 % low (the benchmark's error range): J_dob = 1.43·J_n ≥ J
     rest_stiffness: Optional[float] = None  # at rest after a motion that slid, the feedforward
     #   is the estimator's static friction sigma0·ẑ with this fraction κ of its bristle spring
     #   (sigma0·ẑ − (1 − κ)·sigma0·Δθ, Δθ the motion since the stop) [-]; rule:
