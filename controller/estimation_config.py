@@ -99,12 +99,16 @@ class ObserverConfig:
     #   time [s]; rule: 2/(2π·f_p) (two position-loop time constants: 16 ms at 20 Hz)
     learning_evidence_s: Optional[float] = None  # in-bin time for a speed bin's full weight
     #   [s]; rule: 10/(2π·f_m) (ten momentum-observer time constants: 16 ms at 100 Hz)
+    learning_release_s: Optional[float] = None  # at rest the path-table term fed at the stop is
+    #   released with this time constant, not dropped [s]; rule: kp/ki (the PID's integral
+    #   time: the integrator takes over what the feedforward lets go)
 
     def __post_init__(self) -> None:
         for name in ("momentum_bandwidth_hz", "clamp_margin_nm", "residual_limit_nm",
                      "wrong_sign_velocity_rad_s", "dob_bandwidth_hz", "dob_limit_nm",
                      "dob_steady_s", "dob_sweep_s", "off_reference_rad", "rest_spring_s",
-                     "learning_limit_nm", "learning_time_constant_s", "learning_evidence_s"):
+                     "learning_limit_nm", "learning_time_constant_s", "learning_evidence_s",
+                     "learning_release_s"):
             value = getattr(self, name)
             require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
         require(0 <= self.dob_inertia_margin <= 10, "dob_inertia_margin",
@@ -221,6 +225,7 @@ def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
     fp = pid.position_bandwidth_hz(J)
     cap = 0.1 * p.sigma0 / p.sigma1 / (2.0 * math.pi) if p.sigma1 > 0.0 else math.inf
     mbw = _pick(cfg.momentum_bandwidth_hz, 5.0 * fp)
+    integral_time = pid.kp / pid.ki if pid.ki > 0.0 else math.inf  # the PID's kp/ki [s]
     bw = cfg.bandwidth_hz
     if bw is None:
         bw = min(1.5 * fp, cap, 0.5 * mbw) if cfg.correction == "residual" else 0.0
@@ -239,10 +244,11 @@ def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
         dob_sweep_s=_pick(cfg.dob_sweep_s, 10.0 / (2.0 * math.pi * fp)),
         rest_stiffness=_pick(cfg.rest_stiffness, min(1.0, 1.0 / 1.3 + pid.kp / p.sigma0)),
         off_reference_rad=_pick(cfg.off_reference_rad, p.Fs / p.sigma0),
-        rest_spring_s=_pick(cfg.rest_spring_s, pid.kp / pid.ki if pid.ki > 0.0 else math.inf),
+        rest_spring_s=_pick(cfg.rest_spring_s, integral_time),
         learning_limit_nm=_pick(cfg.learning_limit_nm, 0.5 * p.Fs),
         learning_time_constant_s=_pick(cfg.learning_time_constant_s, 2.0 / (2.0 * math.pi * fp)),
-        learning_evidence_s=_pick(cfg.learning_evidence_s, 10.0 / (2.0 * math.pi * mbw)))
+        learning_evidence_s=_pick(cfg.learning_evidence_s, 10.0 / (2.0 * math.pi * mbw)),
+        learning_release_s=_pick(cfg.learning_release_s, integral_time))
 
 
 def resolve_adaptation(cfg: AdaptationConfig, friction: FrictionParams) -> AdaptationConfig:

@@ -29,8 +29,11 @@ the copy replaces the table when the pass ends (the reference stops or reverses)
 pass learned is fed forward from the next pass on, before the residual appears, and never
 within the pass (no fast loop through the residual). The term is dead-zoned (what a
 well-modelled plant leaves is not fed forward), bounded to ±limit, frozen while held
-(saturation, fault, non-finite input), zero at rest and beyond the last bin (steady sliding
-pays no noise for it).
+(saturation, fault, non-finite input), zero beyond the last bin (steady sliding pays no noise
+for it) and, at rest, released with ``release_s`` (the PID's integral time): the term fed at the
+stop decays rather than vanishing in one tick, a torque step on the stopping axis (measured,
+``bench compensation`` over noise seeds 1–4: mismatched scans beyond 1.5× oracle 13 → 9 of 92,
+the worst per seed 1.54 → 1.32, 2.60 → 1.79, 5.11 → 4.54, 2.04 → 2.00).
 
 :class:`StaticCurveFit` — Fc, Fs, vs, sigma2 fitted to the speed table's measured bins:
 for each vs of a log grid (vs/4 … 4·vs of the believed set, one candidate per tick so the tick
@@ -295,16 +298,20 @@ class PathTable:
     """Learned feedforward along the path from each start/reversal (module docstring)."""
 
     __slots__ = ("d_lo", "inv_step", "limit_nm", "dead_nm", "time_constant_s", "lag_s", "values",
-                 "pending", "counts", "term_nm", "predicted_nm", "_pass")
+                 "pending", "counts", "term_nm", "predicted_nm", "_pass", "release_s",
+                 "_release_dt", "_release_decay")
 
     def __init__(self, fs_nm: float, sigma0: float, limit_nm: float, time_constant_s: float,
-                 lag_s: float, dead_nm: float = 0.0) -> None:
+                 lag_s: float, dead_nm: float = 0.0, release_s: float = 0.0) -> None:
         self.d_lo = _PATH_LO * fs_nm / sigma0  # [rad]
         self.dead_nm = dead_nm  # dead zone of the term fed forward [N·m]
         self.inv_step = _PATH_BINS / _PATH_SPAN
         self.limit_nm = limit_nm  # |value| bound [N·m]
         self.time_constant_s = time_constant_s  # forgetting, in-bin time [s]
         self.lag_s = lag_s  # the residual's lag (momentum observer) [s]
+        self.release_s = release_s  # at rest, the term decays with this time constant [s]
+        self._release_dt = 0.0  # the tick length _release_decay was computed for [s]
+        self._release_decay = 0.0  # exp(−dt/release_s) [-]
         self.reset()
 
     def reset(self) -> None:
@@ -336,7 +343,8 @@ class PathTable:
              residual_nm: float, dt_s: float, hold: bool) -> float:
         """One tick ``d_rad`` along ``segment`` (0: distance travelled since the reference took
         ``direction``, ±1; 1: distance still to go to the stop it is braking for), ``d_back_rad``
-        the same one residual lag earlier; direction 0: at rest, the term is 0. Learns from
+        the same one residual lag earlier; direction 0: at rest, the term fed at the stop decays
+        as exp(−t/release_s) (a step would be a torque step on the stopping axis). Learns from
         ``residual_nm`` (unless ``hold`` or non-finite) at ``d_back_rad``; returns the term at
         ``d_rad`` [N·m]. :attr:`predicted_nm`: the table at ``d_back_rad`` (what it expects the
         residual to be now)."""
@@ -354,9 +362,14 @@ class PathTable:
                 self.pending[j][:] = self.values[j]
                 self.pending[j + 2][:] = self.values[j + 2]
         if direction == 0:
-            self.term_nm = 0.0
+            if dt_s != self._release_dt:
+                self._release_dt = dt_s
+                self._release_decay = (math.exp(-dt_s / self.release_s) if self.release_s > 0.0
+                                       else 0.0)
+            term = self.term_nm * self._release_decay
+            self.term_nm = term
             self.predicted_nm = 0.0
-            return 0.0
+            return term
         k = (0 if direction > 0 else 1) + 2 * segment
         table = self.values[k]
         u = self._coord(d_back_rad if d_back_rad > 0.0 else 0.0)
