@@ -96,6 +96,8 @@ class LuGreCompensator(Compensator):
         # a sweep of the Stribeck region slower than dob_sweep_s: |a_ref|/vs·dob_sweep_s < 1
         self._inv_sweep_acc = resolved(observer.dob_sweep_s) / representative(friction).vs
         self._inv_vs = 1.0 / representative(friction).vs
+        self._dob_ramp_rad = resolved(observer.dob_presliding_rad)  # 0: no ramp
+        self._inv_dob_ramp = 1.0 / self._dob_ramp_rad if self._dob_ramp_rad > 0.0 else 0.0
         self._inconsistent_limit = adaptation.inconsistent_s if adaptation is not None else math.inf
         self._inconsistent_nm = (resolved(adaptation.inconsistent_residual_nm)
                                  if adaptation is not None else math.inf)
@@ -232,6 +234,8 @@ class LuGreCompensator(Compensator):
         if self.drift is not None:
             self.drift.high_gate.lo = self._gate_max
         self.path_nm = 0.0  # path-table term in the feedforward [N·m]
+        self._ramp_dir = 0  # the DOB ramp's direction of the reference
+        self._ramp_start_ref = 0.0  # reference position where it last started or reversed [rad]
         self._dir = 0  # direction of the reference since it last started or reversed
         self._dir_start_ref = 0.0  # reference position where it did [rad]
         self._dir_start_pos = 0.0  # measured position there [rad]
@@ -502,7 +506,17 @@ class LuGreCompensator(Compensator):
         if self.path_table is not None:
             dob_input = self._learn(s, r, dob_input, hold, dt_s)
         if self._dob:
-            self._dob_step(dob_input, v_ref, s.acc_ref_rad_s2, dt_s, hold)
+            ramp = 1.0
+            if self._dob_ramp_rad > 0.0 and not hold:  # pre-sliding after a start or reversal
+                direction = (v_ref > 0.0) - (v_ref < 0.0)
+                if direction != self._ramp_dir:
+                    self._ramp_dir = direction
+                    self._ramp_start_ref = s.pos_ref_rad
+                travel = s.pos_ref_rad - self._ramp_start_ref
+                travel = travel if travel >= 0.0 else -travel
+                if travel < self._dob_ramp_rad:
+                    ramp = travel * self._inv_dob_ramp
+            self._dob_step(dob_input, v_ref, s.acc_ref_rad_s2, dt_s, hold, ramp)
         learned = self.dob_nm + self.path_nm  # together within ±dob_limit_nm
         lim = self._dob_limit
         learned = lim if learned > lim else (-lim if learned < -lim else learned)
@@ -614,7 +628,7 @@ class LuGreCompensator(Compensator):
         return f
 
     def _dob_step(self, residual: float, v_ref: float, a_ref: float, dt_s: float,
-                  hold: bool) -> float:
+                  hold: bool, ramp: float = 1.0) -> float:
         """The disturbance-observer term: LPF(residual), dead-zoned, bounded; weighted 1 in
         transients and faded to 0 after dob_steady_s of steady sliding (|v_ref| > 0 with a
         velocity change below 1 % over that time). Below vs (the held peak |v_ref| under vs)
@@ -623,7 +637,8 @@ class LuGreCompensator(Compensator):
         constant speed, a speed step) is faster than the term's lag, whose estimate of a
         friction falling with speed would drive the breakaway overshoot, while a slow sweep
         (a sine, a ramp) leaves time to follow; measured (``bench compensation``): the Monte
-        Carlo reversal median 1.04 → 0.97× oracle, creep unchanged. Held (frozen) in faults."""
+        Carlo reversal median 1.04 → 0.97× oracle, creep unchanged. ``ramp`` (the pre-sliding
+        ramp, ``observer.dob_presliding_rad``) scales the weight. Held (frozen) in faults."""
         if hold:
             return self.dob_nm
         if dt_s != self._dob_dt:
@@ -665,6 +680,7 @@ class LuGreCompensator(Compensator):
         elif slow < 1.0:  # below vs: attenuated unless swept slowly (no a_ref at all: a jump)
             smooth = 1.0 - sweep if 0.0 < sweep < 1.0 else 0.0
             w *= slow + (1.0 - slow) * smooth
+        w *= ramp
         self.dob_weight = w
         term *= w
         self.dob_nm = term

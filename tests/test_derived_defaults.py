@@ -42,6 +42,8 @@ def test_observer_defaults_follow_their_rules(p, J, pid_hz):
     assert o.rest_stiffness == pytest.approx(min(1.0, 1 / 1.3 + pid.kp / p.sigma0))
     assert 0.0 < o.rest_stiffness <= 1.0
     assert o.off_reference_rad == pytest.approx(p.Fs / p.sigma0)
+    zeta = p.sigma1 / (2 * math.sqrt(p.sigma0 * J))  # the bristle mode's damping ratio
+    assert o.dob_presliding_rad == (pytest.approx(3 * p.Fs / p.sigma0) if zeta < 0.1 else 0.0)
     assert o.rest_spring_s == pytest.approx(pid.kp / pid.ki)
     assert o.learning_release_s == pytest.approx(pid.kp / pid.ki)
     assert resolve_adaptation(AdaptationConfig(), p).inconsistent_residual_nm == pytest.approx(0.1 * p.Fc)
@@ -58,11 +60,14 @@ def test_explicit_values_override_the_rules():
     pid = PIDGains.triple_pole(0.08, 20.0)
     o = resolve_observer(ObserverConfig(residual_limit_nm=0.3, bandwidth_hz=5.0, dob_sweep_s=0.5,
                                         off_reference_rad=2e-5, rest_spring_s=0.1,
-                                        learning_release_s=0.2, learning_deadzone_nm=0.0),
+                                        learning_release_s=0.2, learning_deadzone_nm=0.0,
+                                        dob_presliding_rad=1e-4),
                          p, 0.08, pid)
     assert o.residual_limit_nm == 0.3 and o.bandwidth_hz == 5.0 and o.dob_sweep_s == 0.5
     assert o.off_reference_rad == 2e-5 and o.rest_spring_s == 0.1 and o.learning_release_s == 0.2
     assert o.learning_deadzone_nm == 0.0  # an explicit 0 is a value, not "derived"
+    assert o.dob_presliding_rad == 1e-4  # SETS[1]'s bristle mode is damped: the rule gives 0
+    assert resolve_observer(ObserverConfig(), p, 0.08, pid).dob_presliding_rad == 0.0
     assert o.clamp_margin_nm == pytest.approx(0.25 * p.Fc)  # the others still derived
     a = resolve_adaptation(AdaptationConfig(fc_max_nm=9.0), p)
     assert a.fc_max_nm == 9.0 and a.fc_min_nm == pytest.approx(0.75)

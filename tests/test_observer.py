@@ -323,18 +323,50 @@ def _dob_weight_after_ramp(comp, acc: float, v_end: float) -> float:
 def test_below_vs_the_dob_is_attenuated_after_a_jump_but_not_after_a_slow_sweep():
     """Rule of observer.dob_sweep_s: below vs the term is weighted |v_ref|peak/vs after a
     reference that crossed vs/|a_ref| faster than dob_sweep_s, and close to 1 after a slow
-    ramp (a sine's start): the same speed, four times the sweep time."""
+    ramp (a sine's start): the same speed, four times the sweep time. (The pre-sliding ramp,
+    dob_presliding_rad, is off here: it would still be ramping the weight in on the short
+    jump; its own test follows.)"""
     vs = P.vs
-    comp = _compensator()
+    comp = _compensator(dob_presliding_rad=0.0)
     sweep_s = comp.cfg.dob_sweep_s  # derived (tests/test_derived_defaults.py)
     jump = _dob_weight_after_ramp(comp, acc=10 * vs / sweep_s, v_end=0.5 * vs)
     assert jump == pytest.approx(0.5, abs=0.01)  # attenuated by |v|/vs
-    comp = _compensator()
+    comp = _compensator(dob_presliding_rad=0.0)
     slow = _dob_weight_after_ramp(comp, acc=vs / (4 * sweep_s), v_end=0.5 * vs)
     # the held sweep ratio 1/4 (decayed over the ramp): weight 0.5 + 0.5·(1 − 1/4) or more
     assert 0.875 <= slow < 1.0
-    comp = _compensator(dob_sweep_s=sweep_s * 100)  # the override: the same ramp is now a jump
+    # the override: the same ramp is now a jump
+    comp = _compensator(dob_sweep_s=sweep_s * 100, dob_presliding_rad=0.0)
     assert _dob_weight_after_ramp(comp, acc=vs / (4 * sweep_s), v_end=0.5 * vs) == pytest.approx(0.5, abs=0.01)
+
+
+def test_the_dob_weight_is_ramped_in_over_the_pre_sliding_travel():
+    """Rule of observer.dob_presliding_rad (the reference table's bristle mode is lightly
+    damped, ζ_b 0.0008): after a start the weight is the sweep rule's times travel/(3·Fs/sigma0)
+    until the reference has travelled the pre-sliding range, then the sweep rule's alone."""
+    ramp_rad = 3 * P.Fs / P.sigma0
+    acc, v_end = 0.01, 0.02  # a slow sweep through vs: the sweep rule leaves the weight near 1
+    comp = _compensator()
+    assert comp.cfg.dob_presliding_rad == pytest.approx(ramp_rad)
+    free = _compensator(dob_presliding_rad=0.0)
+    s, t = TickSignals(), 0.0
+    seen = 0
+    start = None  # the reference position on the first moving tick: travel counts from there
+    while s.pos_ref_rad < 2 * ramp_rad:
+        t += DT
+        v = min(s.vel_ref_rad_s + acc * DT, v_end)
+        s.t_s, s.vel_ref_rad_s, s.vel_rad_s, s.acc_ref_rad_s2 = t, v, v, acc if v < v_end else 0.0
+        s.pos_ref_rad += v * DT
+        s.pos_rad = s.pos_ref_rad
+        s.current_a = stribeck(P, v) / CFG.controller.Kt
+        comp.step(s, DT)
+        free.step(s, DT)
+        start = s.pos_ref_rad if start is None else start
+        travel = s.pos_ref_rad - start
+        expected = free.dob_weight * min(1.0, travel / ramp_rad)
+        assert comp.dob_weight == pytest.approx(expected, rel=1e-9, abs=1e-12)
+        seen += travel < ramp_rad and free.dob_weight > 0.5
+    assert seen > 5  # the ramp really acted on a weight that was there
 
 
 def test_off_the_reference_the_feedforward_crossfades_to_the_estimate():
