@@ -103,10 +103,9 @@ class ObserverConfig:
     #   next pass
     learning_limit_nm: Optional[float] = None  # |path-table term| bound [N·m]; rule: 0.5·Fs
     learning_deadzone_nm: Optional[float] = None  # dead zone of the path-table term [N·m]; rule:
-    #   0.02·Fc, the DOB's. What it must exceed is the measured friction's noise (the current
-    #   sensor's), which the believed set does not carry: 0.01·Fc improves the turntable's
-    #   mismatched sets but costs the linear stage (current noise 6 % of Fc against 1.2 %) its
-    #   reversal ("What the measurements say"); a quiet sensor may set it lower
+    #   0.01·Fc, half the DOB's (the table is a mean over passes, far quieter than the DOB's
+    #   low-passed residual; measured against 0 and 0.02·Fc, on the turntable and on the linear
+    #   stage, whose current noise is 6 % of Fc: "What the measurements say")
     learning_time_constant_s: Optional[float] = None  # forgetting of the path table, in-bin
     #   time [s]; rule: 2/(2π·f_p) (two position-loop time constants: 16 ms at 20 Hz)
     learning_evidence_s: Optional[float] = None  # in-bin time for a speed bin's full weight
@@ -267,7 +266,7 @@ def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
         off_reference_rad=_pick(cfg.off_reference_rad, p.Fs / p.sigma0),
         rest_spring_s=_pick(cfg.rest_spring_s, integral_time),
         learning_limit_nm=_pick(cfg.learning_limit_nm, 0.5 * p.Fs),
-        learning_deadzone_nm=_pick(cfg.learning_deadzone_nm, 0.02 * p.Fc),
+        learning_deadzone_nm=_pick(cfg.learning_deadzone_nm, 0.01 * p.Fc),
         learning_time_constant_s=_pick(cfg.learning_time_constant_s, 2.0 / (2.0 * math.pi * fp)),
         learning_evidence_s=_pick(cfg.learning_evidence_s, 10.0 / (2.0 * math.pi * mbw)),
         learning_release_s=_pick(cfg.learning_release_s, integral_time))

@@ -34,7 +34,7 @@ def test_observer_defaults_follow_their_rules(p, J, pid_hz):
     assert o.residual_limit_nm == pytest.approx(0.5 * p.Fc)
     assert o.wrong_sign_velocity_rad_s == pytest.approx(3 * p.vs)
     assert o.dob_deadzone_nm == pytest.approx(0.02 * p.Fc)
-    assert o.learning_deadzone_nm == pytest.approx(0.02 * p.Fc)
+    assert o.learning_deadzone_nm == pytest.approx(0.01 * p.Fc)
     assert o.dob_limit_nm == pytest.approx(0.5 * p.Fs)
     assert o.dob_bandwidth_hz == pytest.approx(20 * pid_hz)
     assert o.dob_steady_s == pytest.approx(20 / (2 * math.pi * pid_hz))
