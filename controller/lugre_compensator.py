@@ -234,8 +234,6 @@ class LuGreCompensator(Compensator):
         if self.drift is not None:
             self.drift.high_gate.lo = self._gate_max
         self.path_nm = 0.0  # path-table term in the feedforward [N·m]
-        self._ramp_dir = 0  # the DOB ramp's direction of the reference
-        self._ramp_start_ref = 0.0  # reference position where it last started or reversed [rad]
         self._dir = 0  # direction of the reference since it last started or reversed
         self._dir_start_ref = 0.0  # reference position where it did [rad]
         self._dir_start_pos = 0.0  # measured position there [rad]
@@ -503,16 +501,18 @@ class LuGreCompensator(Compensator):
         else:
             self.fc_hat_nm = est.active.Fc
         dob_input = self._dob_residual if finite else residual
+        if not hold:  # where the reference last started or reversed (path table, DOB ramp)
+            direction = (v_ref > 0.0) - (v_ref < 0.0)
+            if direction != self._dir:
+                self._dir = direction
+                self._dir_start_ref = s.pos_ref_rad
+                self._dir_start_pos = pos
         if self.path_table is not None:
             dob_input = self._learn(s, r, dob_input, hold, dt_s)
         if self._dob:
             ramp = 1.0
             if self._dob_ramp_rad > 0.0 and not hold:  # pre-sliding after a start or reversal
-                direction = (v_ref > 0.0) - (v_ref < 0.0)
-                if direction != self._ramp_dir:
-                    self._ramp_dir = direction
-                    self._ramp_start_ref = s.pos_ref_rad
-                travel = s.pos_ref_rad - self._ramp_start_ref
+                travel = s.pos_ref_rad - self._dir_start_ref
                 travel = travel if travel >= 0.0 else -travel
                 if travel < self._dob_ramp_rad:
                     ramp = travel * self._inv_dob_ramp
@@ -687,15 +687,15 @@ class LuGreCompensator(Compensator):
         return term
 
     def _learn(self, s: TickSignals, r: float, residual: float, hold: bool, dt_s: float) -> float:
-        """The learned tables (module :mod:`controller.learning`): the direction and distance
-        of the reference since it last started or reversed; a static-curve sample in
-        quasi-steady sliding; the path table stepped (its term in ``path_nm``); the curve fit
-        one candidate on; ``auto`` applies a confident fit. Returns the DOB's input: the residual
-        less what the path table already predicts."""
+        """The learned tables (module :mod:`controller.learning`): the distance of the
+        reference since it last started or reversed (``_dir``, kept in :meth:`step`); a
+        static-curve sample in quasi-steady sliding; the path table stepped (its term in
+        ``path_nm``); the curve fit one candidate on; ``auto`` applies a confident fit. Returns
+        the DOB's input: the residual less what the path table already predicts."""
         if hold:  # frozen: nothing learned, the term held
             return residual
         v_ref = s.vel_ref_rad_s
-        direction = (v_ref > 0.0) - (v_ref < 0.0)
+        direction = self._dir
         jump = v_ref - self._vref_prev
         self._vref_prev = v_ref
         a_ref = s.acc_ref_rad_s2
@@ -703,10 +703,6 @@ class LuGreCompensator(Compensator):
             # the reference jumped (a start from rest, a speed step): the loop's own transient
             # (a breakaway) follows; static-curve samples wait until it has settled
             self._dir_time_s = 0.0
-        if direction != self._dir:
-            self._dir = direction
-            self._dir_start_ref = s.pos_ref_rad
-            self._dir_start_pos = s.pos_rad
         path = self.path_table
         assert path is not None  # called only with learning on
         if direction == 0:
