@@ -53,7 +53,13 @@ class ObserverConfig:
     recover_s: float = 2.0  # consistent this long => leave fallback; inf = latch until reset [s]
     fallback: Literal["stribeck", "off"] = "stribeck"  # feedforward while contained: static
     #   Stribeck curve of the reference velocity, or none
-    fade_s: float = 0.05  # crossfade between observer and fallback feedforward [s]
+    fade_s: float = 0.05  # crossfade between observer and fallback feedforward [s]; leaving
+    #   the fallback, also no faster than handover_rate_nm_s
+    handover_rate_nm_s: Optional[float] = None  # feedforward torque handed over to the PID's
+    #   integrator (the DOB's term once it fades in steady sliding, the crossfade out of the
+    #   fallback) changes at most this fast [N·m/s]; rule: ki·dob_deadzone_nm/sigma0 (a ramp R
+    #   leaves a tracking error R/ki: this one moves the bristle force sigma0·e by at most the
+    #   DOB's dead zone, what the DOB itself treats as noise); inf without an integral gain
     dob: bool = True  # disturbance-observer term: the dead-zoned, bounded, low-passed residual
     #   added to the feedforward in transients (starts, reversals, accelerations), faded out in
     #   steady sliding (where it would only pass current-sensor noise)
@@ -62,8 +68,9 @@ class ObserverConfig:
     dob_deadzone_nm: Optional[float] = None  # dead zone [N·m]; rule: 0.02·Fc
     dob_limit_nm: Optional[float] = None  # |term| bound [N·m]; rule: 0.5·Fs
     dob_steady_s: Optional[float] = None  # steady sliding this long (|a_ref| ≈ 0, |v_ref| >
-    #   0) => the term is faded out (over the same time) [s]; rule: 20/(2π·f_p) (20 position-loop
-    #   time constants: 0.16 s at 20 Hz)
+    #   0) => the term is faded out (over the same time, and no faster than
+    #   handover_rate_nm_s) [s]; rule: 20/(2π·f_p) (20 position-loop time constants: 0.16 s at
+    #   20 Hz)
     dob_presliding_rad: Optional[float] = None  # after each start or reversal the term is
     #   ramped in linearly over this much reference travel [rad]; rule: 3·Fs/sigma0 (the
     #   pre-sliding range) when the believed bristle mode is lightly damped, ζ_b =
@@ -119,7 +126,7 @@ class ObserverConfig:
                      "wrong_sign_velocity_rad_s", "dob_bandwidth_hz", "dob_limit_nm",
                      "dob_steady_s", "dob_sweep_s", "off_reference_rad", "rest_spring_s",
                      "learning_limit_nm", "learning_time_constant_s", "learning_evidence_s",
-                     "learning_release_s"):
+                     "learning_release_s", "handover_rate_nm_s"):
             value = getattr(self, name)
             require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
         require(0 <= self.dob_inertia_margin <= 10, "dob_inertia_margin",
@@ -250,13 +257,16 @@ def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
     elif cfg.correction == "residual":
         require(bw < mbw, "bandwidth_hz", f"must be below momentum_bandwidth_hz = {mbw:.4g} "
                 f"(the residual it acts on), got {bw}")
+    dead = _pick(cfg.dob_deadzone_nm, 0.02 * p.Fc)
     return replace(
         cfg, bandwidth_hz=bw, momentum_bandwidth_hz=mbw,
         clamp_margin_nm=_pick(cfg.clamp_margin_nm, 0.25 * p.Fc),
         residual_limit_nm=_pick(cfg.residual_limit_nm, 0.5 * p.Fc),
         wrong_sign_velocity_rad_s=_pick(cfg.wrong_sign_velocity_rad_s, 3.0 * p.vs),
         dob_bandwidth_hz=_pick(cfg.dob_bandwidth_hz, 20.0 * fp),
-        dob_deadzone_nm=_pick(cfg.dob_deadzone_nm, 0.02 * p.Fc),
+        dob_deadzone_nm=dead,
+        handover_rate_nm_s=_pick(cfg.handover_rate_nm_s,
+                                 pid.ki * dead / p.sigma0 if pid.ki > 0.0 else math.inf),
         dob_limit_nm=_pick(cfg.dob_limit_nm, 0.5 * p.Fs),
         dob_steady_s=_pick(cfg.dob_steady_s, 20.0 / (2.0 * math.pi * fp)),
         dob_sweep_s=_pick(cfg.dob_sweep_s, 10.0 / (2.0 * math.pi * fp)),

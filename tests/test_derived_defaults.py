@@ -46,6 +46,7 @@ def test_observer_defaults_follow_their_rules(p, J, pid_hz):
     assert o.dob_presliding_rad == (pytest.approx(3 * p.Fs / p.sigma0) if zeta < 0.1 else 0.0)
     assert o.rest_spring_s == pytest.approx(pid.kp / pid.ki)
     assert o.learning_release_s == pytest.approx(pid.kp / pid.ki)
+    assert o.handover_rate_nm_s == pytest.approx(pid.ki * 0.02 * p.Fc / p.sigma0)
     assert resolve_adaptation(AdaptationConfig(), p).inconsistent_residual_nm == pytest.approx(0.1 * p.Fc)
     a = resolve_adaptation(AdaptationConfig(), p)
     assert a.gate_velocity_rad_s == pytest.approx(3 * p.vs)
@@ -66,6 +67,13 @@ def test_explicit_values_override_the_rules():
     assert o.residual_limit_nm == 0.3 and o.bandwidth_hz == 5.0 and o.dob_sweep_s == 0.5
     assert o.off_reference_rad == 2e-5 and o.rest_spring_s == 0.1 and o.learning_release_s == 0.2
     assert o.learning_deadzone_nm == 0.0  # an explicit 0 is a value, not "derived"
+    # the handover rate follows an explicit dead zone; without an integral gain it is inf
+    o2 = resolve_observer(ObserverConfig(dob_deadzone_nm=0.1), p, 0.08, pid)
+    assert o2.handover_rate_nm_s == pytest.approx(pid.ki * 0.1 / p.sigma0)
+    no_i = PIDGains(kp=pid.kp, ki=0.0, kd=pid.kd)
+    assert resolve_observer(ObserverConfig(), p, 0.08, no_i).handover_rate_nm_s == math.inf
+    assert resolve_observer(ObserverConfig(handover_rate_nm_s=0.5), p, 0.08,
+                            pid).handover_rate_nm_s == 0.5
     assert o.dob_presliding_rad == 1e-4  # SETS[1]'s bristle mode is damped: the rule gives 0
     assert resolve_observer(ObserverConfig(), p, 0.08, pid).dob_presliding_rad == 0.0
     assert o.clamp_margin_nm == pytest.approx(0.25 * p.Fc)  # the others still derived

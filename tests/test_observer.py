@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,6 +18,7 @@ from controller.estimation_config import ObserverConfig
 from controller.friction import DirectionalParams, lugre_step, stribeck
 from controller.lugre_compensator import LuGreCompensator, make_lugre_compensator
 from controller.observer import LuGreObserver, MomentumObserver, Watchdog, lugre_driven_step
+from controller.runlog import read_log
 from controller.schema import ConfigError, parse_dataclass
 from hil.plant import Turntable
 
@@ -369,6 +371,46 @@ def test_the_dob_weight_is_ramped_in_over_the_pre_sliding_travel():
     assert seen > 5  # the ramp really acted on a weight that was there
 
 
+def _steady_dob_terms(comp, v: float, offset_nm: float, ticks: int) -> list[float]:
+    """The DOB term per tick at constant reference speed ``v`` from the first tick (the plant
+    on the reference), the measured current ``offset_nm`` above the static curve."""
+    s, terms = TickSignals(), []
+    for i in range(ticks):
+        s.t_s = (i + 1) * DT
+        s.vel_ref_rad_s = s.vel_rad_s = v
+        s.pos_ref_rad += v * DT
+        s.pos_rad = s.pos_ref_rad
+        s.current_a = (stribeck(P, v) + offset_nm) / CFG.controller.Kt
+        comp.step(s, DT)
+        terms.append(comp.dob_nm)
+    return terms
+
+
+def test_the_dob_term_is_handed_over_to_the_integrator_at_the_bounded_rate():
+    """Rule of observer.handover_rate_nm_s (ki·dob_deadzone_nm/sigma0): once the DOB's term
+    fades in steady sliding (after dob_steady_s), it falls by at most rate·dt per tick, a ramp
+    the PID's integrator follows with a tracking error rate/ki; with inf it is the weight's
+    linear fade over dob_steady_s, gone by 2·dob_steady_s."""
+    v, offset = 5 * P.vs, 0.1 * P.Fc  # above the Stribeck region; a level the model misses
+    comp = _compensator(dob_presliding_rad=0.0)
+    rate, steady = comp.cfg.handover_rate_nm_s, comp.cfg.dob_steady_s
+    assert 0.0 < rate < math.inf
+    terms = _steady_dob_terms(comp, v, offset, 4000)
+    live = int(steady / DT) - 2  # still before the fade
+    fading = live + 5  # surely in it
+    held = terms[live]
+    assert held > 0.5 * offset  # the term was there when the fade began
+    for a, b in zip(terms[fading:], terms[fading + 1:]):
+        assert abs(b - a) <= rate * DT * (1 + 1e-9)
+    gone = fading + next(i for i, x in enumerate(terms[fading:]) if x == 0.0)
+    assert gone * DT >= steady + 0.9 * held / rate  # no faster than the rate allows
+    free = _steady_dob_terms(_compensator(dob_presliding_rad=0.0, handover_rate_nm_s=math.inf),
+                             v, offset, 4000)
+    assert free[live] == held  # the same term until the fade
+    assert all(x == 0.0 for x in free[int(2 * steady / DT) + 2:])  # the weight's fade alone
+    assert gone * DT > 3 * steady
+
+
 def test_off_the_reference_the_feedforward_crossfades_to_the_estimate():
     """Rule of observer.off_reference_rad: with the reference moving, a tracking error below
     Fs/sigma0 keeps the reference-driven model; from there to twice it the feedforward
@@ -484,6 +526,37 @@ def test_an_inertia_believed_low_does_not_make_the_dob_hunt(tmp_path):
         rms[m] = sim_run(cfg, "reversal", tmp_path / str(m), compensation="lugre_adaptive",
                          duration_s=8.0, seed=1, plot=False)["rms_error_rad"]
     assert rms[default] < 0.67 * rms[0.0]
+
+
+def test_leaving_the_fallback_hands_the_feedforward_over_at_the_bounded_rate(tmp_path):
+    """Monte Carlo plant mc3 of the benchmark, seed 2: the creep starts in the fallback (the
+    believed set's residual just over its limit) and leaves it at 2.77 s. The observer's
+    feedforward is then 0.06 N·m above the fallback's; crossfaded in fade_s (50 ms) that is a
+    ramp the integrator follows 7 µrad behind. At the handover rate (observer.
+    handover_rate_nm_s) the axis stays within a count. Measured (``bench compensation --seed
+    2``): creep 1.16× → 0.95× stribeck."""
+    from hil.bench_compensation import build_cases
+    from hil.scenarios import sim_run
+
+    case = {n: c for n, _, c in build_cases(CFG, 0.2, 0.0, 20, 2)}["mc3"]
+    peak, rms = {}, {}
+    for name, rate in (("rule", None), ("fade only", math.inf)):
+        observer = dataclasses.replace(case.controller.observer, handover_rate_nm_s=rate)
+        cfg = dataclasses.replace(case, controller=dataclasses.replace(case.controller,
+                                                                       observer=observer))
+        summary = sim_run(cfg, "creep", tmp_path / name.replace(" ", "_"),
+                          compensation="lugre_adaptive", duration_s=6.0, seed=2, plot=False)
+        log = read_log(summary["log"])
+        t, fallback = log.column("t_s"), log.column("fallback")
+        e = log.column("pos_rad") - log.column("pos_ref_rad")
+        left = np.nonzero(np.diff(fallback) < 0)[0]
+        assert len(left) == 1 and fallback[0] == 0.0 and 1.0 < t[left[0]] < 4.0
+        after = (t > t[left[0]]) & (t < t[left[0]] + 1.5)
+        peak[name] = np.max(np.abs(e[after]))
+        rms[name] = summary["rms_error_rad"]
+    assert peak["fade only"] > 5e-6  # the case exercises the exit
+    assert peak["rule"] < 1e-6
+    assert rms["rule"] < 0.85 * rms["fade only"]
 
 
 def test_non_finite_measurement_falls_back_at_once_and_keeps_state():
