@@ -5,8 +5,8 @@ lists only (the per-tick path of the compensator).
 
 :class:`SpeedTable` — the static curve measured in quasi-steady sliding, per |v| bin (16,
 log-spaced from 0.1·vs to 30·vs of the believed set). A sample is taken only in quasi-steady
-sliding (the rule in :func:`quasi_steady`, and the compensator's settling after a jump of the
-reference): the momentum observer's friction r then is the static curve, whatever the motion
+sliding (the rule in :func:`quasi_steady`, and the compensator's settling after a jump or a
+reversal of the reference): the momentum observer's friction r then is the static curve, whatever the motion
 (sines, scans, ramps, constant speed). Per bin and side (|v| rising, falling) a running mean
 (1/n, then forgetting with ``time_constant_s`` of in-bin time) of q = (r·sgn v −
 sigma2·|v|)/g(|v|) (the ratio to the believed curve), each sample projected to [q_min, q_max],

@@ -162,8 +162,8 @@ class LuGreCompensator(Compensator):
         self._off_ref = resolved(observer.off_reference_rad)
         self._inv_off_ref = 1.0 / self._off_ref
         # static-curve samples only after the loop settled from a jump of the reference (a
-        # start from rest, a speed step: its breakaway): 10 position-loop time constants
-        # (80 ms at 20 Hz)
+        # start from rest, a speed step) or a reversal — the axis breaks away in each: 10
+        # position-loop time constants (80 ms at 20 Hz)
         self._settle_s = 10.0 / (2.0 * math.pi * pid.position_bandwidth_hz(J))
         self._qs_sigma0 = base.sigma0
         self.curve_fit: StaticCurveFit | None = None
@@ -508,6 +508,7 @@ class LuGreCompensator(Compensator):
                 self._dir = direction
                 self._dir_start_ref = s.pos_ref_rad
                 self._dir_start_pos = pos
+                self._dir_time_s = 0.0  # a start or reversal: the loop's breakaway follows
         if self.path_table is not None:
             dob_input = self._learn(s, r, dob_input, hold, dt_s)
         if self._dob:
