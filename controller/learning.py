@@ -6,15 +6,15 @@ lists only (the per-tick path of the compensator).
 :class:`SpeedTable` — the static curve measured in quasi-steady sliding, per |v| bin (16,
 log-spaced from 0.1·vs to 30·vs of the believed set). A sample is taken only in quasi-steady
 sliding (the rule in :func:`quasi_steady`, and the compensator's settling after a jump or a
-reversal of the reference): the momentum observer's friction r then is the static curve, whatever the motion
-(sines, scans, ramps, constant speed). Per bin and side (|v| rising, falling) a running mean
-(1/n, then forgetting with ``time_constant_s`` of in-bin time) of q = (r·sgn v −
-sigma2·|v|)/g(|v|) (the ratio to the believed curve), each sample projected to [q_min, q_max],
-and of |v| and r·sgn v; the two sides are averaged (their lag biases cancel). The table holds
-the *shape*: :meth:`SpeedTable.refill` divides each bin's ratio by that of the bins where the
-Fc adapter sets the level and multiplies by the adapter's scale: the scale the LuGre models
-multiply their Stribeck level by. The models keep their dynamics (pre-sliding, reversal), with
-the measured curve as their steady state.
+reversal of the reference): the momentum observer's friction r then is the static curve,
+whatever the motion (sines, scans, ramps, constant speed). Per bin and side (|v| rising,
+falling) a running mean (1/n, then forgetting with ``time_constant_s`` of in-bin time) of q =
+(r·sgn v − sigma2·|v|)/g(|v|) (the ratio to the believed curve), each sample projected to
+[q_min, q_max], and of |v| and r·sgn v; the two sides are averaged (their lag biases
+cancel). The table holds the *shape*: :meth:`SpeedTable.refill` divides each bin's ratio by
+that of the bins where the Fc adapter sets the level and multiplies by the adapter's scale:
+the scale the LuGre models multiply their Stribeck level by. The models keep their dynamics
+(pre-sliding, reversal), with the measured curve as their steady state.
 
 :class:`PathTable` — iterative learning along the path: the residual (measured − estimated
 friction) the model leaves, per direction and per distance travelled by the reference since it

@@ -701,7 +701,8 @@ class LuGreCompensator(Compensator):
         if self._steady_s > steady_s and speed != 0.0:  # fading: handed over to the integrator
             step = self._handover_rate * dt_s
             prev = self.dob_nm
-            term = prev + step if term > prev + step else (prev - step if term < prev - step else term)
+            hi, lo = prev + step, prev - step
+            term = hi if term > hi else (lo if term < lo else term)
         self.dob_nm = term
         return term
 
