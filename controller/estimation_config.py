@@ -63,6 +63,13 @@ class ObserverConfig:
     dob: bool = True  # disturbance-observer term: the dead-zoned, bounded, low-passed residual
     #   added to the feedforward in transients (starts, reversals, accelerations), faded out in
     #   steady sliding (where it would only pass current-sensor noise)
+    dob_damping_limit: Optional[float] = None  # at a held reference speed (the steady-sliding
+    #   condition of dob_steady_s) the term's weight is at most this over −c, where c =
+    #   sigma2 + sigma1·v·g'(v)/g(v) is the believed model's damping in sliding at v = |v_ref|
+    #   for motion faster than its bristle relaxation (negative in the Stribeck region, where the
+    #   sigma1 term weakens with speed): the term makes the loop feel the believed friction,
+    #   and a model that cancels more damping than the PID has makes the axis hunt
+    #   [N·m·s/rad]; rule: kd
     dob_bandwidth_hz: Optional[float] = None  # low-pass of the term [Hz]; rule: 20·f_p (4× the
     #   momentum observer: smooths ticks only; measured, lower bandwidths cost creep and reversal)
     dob_deadzone_nm: Optional[float] = None  # dead zone [N·m]; rule: 0.02·Fc
@@ -126,7 +133,7 @@ class ObserverConfig:
                      "wrong_sign_velocity_rad_s", "dob_bandwidth_hz", "dob_limit_nm",
                      "dob_steady_s", "dob_sweep_s", "off_reference_rad", "rest_spring_s",
                      "learning_limit_nm", "learning_time_constant_s", "learning_evidence_s",
-                     "learning_release_s", "handover_rate_nm_s"):
+                     "learning_release_s", "handover_rate_nm_s", "dob_damping_limit"):
             value = getattr(self, name)
             require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
         require(0 <= self.dob_inertia_margin <= 10, "dob_inertia_margin",
@@ -264,6 +271,7 @@ def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
         residual_limit_nm=_pick(cfg.residual_limit_nm, 0.5 * p.Fc),
         wrong_sign_velocity_rad_s=_pick(cfg.wrong_sign_velocity_rad_s, 3.0 * p.vs),
         dob_bandwidth_hz=_pick(cfg.dob_bandwidth_hz, 20.0 * fp),
+        dob_damping_limit=_pick(cfg.dob_damping_limit, pid.kd if pid.kd > 0.0 else math.inf),
         dob_deadzone_nm=dead,
         handover_rate_nm_s=_pick(cfg.handover_rate_nm_s,
                                  pid.ki * dead / p.sigma0 if pid.ki > 0.0 else math.inf),

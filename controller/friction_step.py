@@ -19,6 +19,25 @@ def g(params: LuGreParams, v: float) -> float:
     return params.Fc + (params.Fs - params.Fc) * math.exp(-(r * r if params.delta == 2.0 else r**params.delta))
 
 
+def sliding_damping(params: LuGreParams, speed: float) -> float:
+    """Damping of the LuGre friction in steady sliding at ``speed`` > 0 for motion faster than
+    the bristle relaxation rate a = sigma0·v/g(v) [N·m·s/rad]:
+
+        c = sigma2 + sigma1·v·g'(v)/g(v),   v·g'/g = −(Fs − Fc)·delta·r·exp(−r)/g(v),  r = (v/vs)^delta
+
+    Linearised about sliding (z = g/sigma0), dz/dt = v − a(v)·z gives δż = (v·g'/g)·δv − a·δz:
+    a faster motion also relaxes the bristles faster, so above a (δz ≈ 0) the sigma1 term
+    weakens with speed wherever the Stribeck curve falls. Below a the response tends to the
+    static slope g'(v) + sigma2. Independent of a common scale of Fc and Fs."""
+    r = speed / params.vs
+    if r > 1e100:
+        return params.sigma2
+    r = r * r if params.delta == 2.0 else r**params.delta
+    e = math.exp(-r)
+    gv = params.Fc + (params.Fs - params.Fc) * e
+    return params.sigma2 - params.sigma1 * (params.Fs - params.Fc) * params.delta * r * e / gv
+
+
 def lugre_step(params: FrictionParams, z: float, v: float, dt_s: float) -> tuple[float, float]:
     """Advance the bristle state one step with v held constant; return (z_next, force).
 

@@ -48,6 +48,7 @@ from .estimation_config import (resolved, AdaptationConfig, ObserverConfig, Sche
                                 anchored, representative, resolve_adaptation,
                                 resolve_observer)
 from .friction import DirectionalParams, FrictionParams, LuGreParams, g
+from .friction_step import sliding_damping
 from .gains import PIDGains
 from .learning import PathTable, SpeedTable, StaticCurveFit, quasi_steady
 from .observer import LuGreObserver, MomentumObserver, Watchdog
@@ -97,6 +98,9 @@ class LuGreCompensator(Compensator):
         # a sweep of the Stribeck region slower than dob_sweep_s: |a_ref|/vs·dob_sweep_s < 1
         self._inv_sweep_acc = resolved(observer.dob_sweep_s) / representative(friction).vs
         self._inv_vs = 1.0 / representative(friction).vs
+        self._damping_limit = resolved(observer.dob_damping_limit)  # [N·m·s/rad]
+        self._damping_at: tuple[float, LuGreParams | None] = (NAN, None)  # cache key of:
+        self._damping = 0.0  # −sliding_damping of the believed set there [N·m·s/rad]
         self._dob_ramp_rad = resolved(observer.dob_presliding_rad)  # 0: no ramp
         self._inv_dob_ramp = 1.0 / self._dob_ramp_rad if self._dob_ramp_rad > 0.0 else 0.0
         self._inconsistent_limit = adaptation.inconsistent_s if adaptation is not None else math.inf
@@ -653,7 +657,13 @@ class LuGreCompensator(Compensator):
         no faster than ``observer.handover_rate_nm_s``: what it leaves is taken over by the
         PID's integrator, which follows a ramp R with the error R/ki (measured, ``bench
         compensation`` over noise seeds 1–4: ``stiff±30%`` scan second half 1.10/1.36/0.97/
-        1.17 → 0.89/0.88/0.99/0.91× oracle). Held (frozen) in faults."""
+        1.17 → 0.89/0.88/0.99/0.91× oracle). At a held reference speed the weight is at most
+        ``observer.dob_damping_limit``/−c, c the believed set's damping in sliding at |v_ref|
+        (:func:`controller.friction_step.sliding_damping`): the term replaces the plant's
+        friction by the believed one in the loop, and where the believed sigma1 term cancels
+        more than the PID's kd the axis hunts (measured, seed 5's mc5: ±20 µrad at 33 Hz after
+        each dwell of the scan, second half 12.97 → 5.58× oracle; its creep 2.14 → 0.56×
+        ``stribeck``). Held (frozen) in faults."""
         if hold:
             return self.dob_nm
         if dt_s != self._dob_dt:
@@ -696,6 +706,14 @@ class LuGreCompensator(Compensator):
             smooth = 1.0 - sweep if 0.0 < sweep < 1.0 else 0.0
             w *= slow + (1.0 - slow) * smooth
         w *= ramp
+        if self._steady_s > 0.0 and w > 0.0:  # a held speed: no more damping cancelled than kd
+            p = self.estimator.active
+            if self._damping_at[0] != speed or self._damping_at[1] is not p:
+                self._damping_at = (speed, p)
+                self._damping = -sliding_damping(p, speed)
+            cancelled = self._damping
+            if cancelled * w > self._damping_limit:
+                w = self._damping_limit / cancelled
         self.dob_weight = w
         term *= w
         if self._steady_s > steady_s and speed != 0.0:  # fading: handed over to the integrator

@@ -47,6 +47,7 @@ def test_observer_defaults_follow_their_rules(p, J, pid_hz):
     assert o.rest_spring_s == pytest.approx(pid.kp / pid.ki)
     assert o.learning_release_s == pytest.approx(pid.kp / pid.ki)
     assert o.handover_rate_nm_s == pytest.approx(pid.ki * 0.02 * p.Fc / p.sigma0)
+    assert o.dob_damping_limit == pytest.approx(pid.kd)
     assert resolve_adaptation(AdaptationConfig(), p).inconsistent_residual_nm == pytest.approx(0.1 * p.Fc)
     a = resolve_adaptation(AdaptationConfig(), p)
     assert a.gate_velocity_rad_s == pytest.approx(3 * p.vs)
@@ -74,6 +75,10 @@ def test_explicit_values_override_the_rules():
     assert resolve_observer(ObserverConfig(), p, 0.08, no_i).handover_rate_nm_s == math.inf
     assert resolve_observer(ObserverConfig(handover_rate_nm_s=0.5), p, 0.08,
                             pid).handover_rate_nm_s == 0.5
+    assert resolve_observer(ObserverConfig(dob_damping_limit=7.0), p, 0.08,
+                            pid).dob_damping_limit == 7.0
+    no_d = PIDGains(kp=pid.kp, ki=pid.ki, kd=0.0)
+    assert resolve_observer(ObserverConfig(), p, 0.08, no_d).dob_damping_limit == math.inf
     assert o.dob_presliding_rad == 1e-4  # SETS[1]'s bristle mode is damped: the rule gives 0
     assert resolve_observer(ObserverConfig(), p, 0.08, pid).dob_presliding_rad == 0.0
     assert o.clamp_margin_nm == pytest.approx(0.25 * p.Fc)  # the others still derived
