@@ -713,7 +713,8 @@ class LuGreCompensator(Compensator):
         if speed == 0.0:  # at rest friction balances whatever is applied: no model error to learn
             w = 0.0
         elif slow < 1.0:  # below vs: attenuated unless swept slowly (no a_ref at all: a jump)
-            brake = self._dob_brake  # the term's first excursion against the motion: not
+            # the term's first excursion against the motion brakes a lurch: not attenuated
+            brake = self._dob_brake
             along = term * v_ref
             if along < 0.0 and brake == 0:
                 brake = 1
