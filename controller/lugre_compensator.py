@@ -662,8 +662,8 @@ class LuGreCompensator(Compensator):
         (measured, seed 4's mc4 creep 3.27 → 1.05× oracle, 1.03 → 0.33× ``stribeck``); later
         excursions against the motion are the loop's own oscillation, where full weight is
         loop gain (every such excursion at full weight: seed 1's mc3 creep 0.83 → 2.86×, a 125
-        Hz hunting). ``ramp`` (the pre-sliding
-        ramp, ``observer.dob_presliding_rad``) scales the weight. Once fading, the term falls
+        Hz hunting). ``ramp`` (the pre-sliding ramp, ``observer.dob_presliding_rad``) scales
+        the weight. Once fading, the term falls
         no faster than ``observer.handover_rate_nm_s``: what it leaves is taken over by the
         PID's integrator, which follows a ramp R with the error R/ki (measured, ``bench
         compensation`` over noise seeds 1–4: ``stiff±30%`` scan second half 1.10/1.36/0.97/
