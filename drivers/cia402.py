@@ -21,8 +21,15 @@ Two paths, deliberately different:
 
 The master heartbeat the drive consumes (0x1016) is sent from the tick, not from a background
 timer: a loop that stops ticking must let the drive's heartbeat consumer expire. A drive that
-refuses 0x1016 or reads back another value is refused at ``enable`` (``unprotected`` says why)
-unless ``allow_unprotected``, then warned at every enable.
+refuses 0x1016 or reads back another value is protected by life guarding instead where it has
+it (CiA 301 node guarding: guard time 0x100C = ``heartbeat_period_s``, life time factor 0x100D
+= ⌈``heartbeat_timeout_s``/``heartbeat_period_s``⌉, both read back; then, once NMT operational is
+confirmed by its heartbeat, its heartbeat producer 0x1017 is set to 0, since CiA 301 runs node
+guarding only without one). The master's guard request (a remote frame on 0x700 + node id) then
+rides on the tick like the master heartbeat, and the drive's answer (its NMT state; one whose
+bit 7 does not toggle is not taken) is what supervises the link in place of its heartbeat. A drive with neither is refused at ``enable``
+(``unprotected`` says why) unless ``allow_unprotected``, then warned at every enable;
+``protection`` names the mechanism in use.
 
 Faults: an EMCY latches FAULT in the feedback (code and decoded text); only :meth:`reset_fault`
 sends the rising edge of controlword bit 7, and it disables first. ``enable`` never resets a
@@ -58,7 +65,8 @@ from .cia402_pdo import (DEFAULT_RPDO, DEFAULT_TPDO, PdoMapping, eds_problem, re
 from .cia402_protocol import (
     CAN_ERR_BUSOFF, CAN_ERR_RESTARTED, CW_DISABLE_VOLTAGE, CW_ENABLE_OPERATION, CW_FAULT_RESET_BIT,
     ENABLE_STEPS, HB_OPERATIONAL, HB_STATE_NAMES, HEARTBEAT_BASE, MODE_CST, NMT_COB_ID,
-    NMT_PRE_OPERATIONAL, OD_CONSUMER_HEARTBEAT, OD_MODES_OF_OPERATION,
+    NMT_PRE_OPERATIONAL, OD_CONSUMER_HEARTBEAT, OD_GUARD_TIME, OD_LIFE_TIME_FACTOR,
+    OD_MODES_OF_OPERATION,
     OD_MODES_OF_OPERATION_DISPLAY, OD_PRODUCER_HEARTBEAT, OD_RATED_CURRENT, OD_RATED_TORQUE,
     OD_SUPPORTED_DRIVE_MODES, PDO_COB_ID_INVALID, PDO_TRANSMISSION_SYNC, SYNC_COB_ID, CobIds, Emcy,
     PowerState, counts_to_rad, decode_emcy, decode_statusword, describe_error_frame,
@@ -223,6 +231,9 @@ class _Inbox(can.Listener):
         self.heartbeats = 0
         self.hb_state: Optional[int] = None
         self.hb_monotonic_s = -math.inf
+        self.guarding = False  # 0x700 + id carries answers to node guarding: bit 7 must toggle
+        self._toggle: Optional[int] = None  # bit 7 of the last answer taken
+        self.toggle_errors = 0  # answers whose bit 7 repeated the last one: not taken
         self.error_frames = 0
         self.remote_frames = 0
         self.last_error_frame = ""
@@ -257,10 +268,22 @@ class _Inbox(can.Listener):
             self.emcy.append(bytes(msg.data))
         elif cid == self._hb_id and len(msg.data) >= 1:
             with self._cond:
+                if self.guarding:  # CiA 301: an answer that does not toggle is not received
+                    toggle = msg.data[0] >> 7
+                    if toggle == self._toggle:
+                        self.toggle_errors += 1
+                        return
+                    self._toggle = toggle
                 self.hb_state = msg.data[0] & 0x7F
                 self.hb_monotonic_s = time.monotonic()
                 self.heartbeats += 1
                 self._cond.notify_all()
+
+    def expect_guarding(self, on: bool) -> None:
+        """From now on the frames on 0x700 + id are answers to node guarding (``on``) or
+        heartbeats; the toggle check starts afresh."""
+        with self._cond:
+            self.guarding, self._toggle = on, None
 
     def arm(self) -> None:
         with self._cond:
@@ -318,7 +341,13 @@ class Cia402Backend(Backend):
         self._hb_msg = can.Message(arbitration_id=HEARTBEAT_BASE + settings.master_node_id,
                                    data=bytes([HB_OPERATIONAL]), is_extended_id=False)
         self._master_heartbeat = False  # the drive consumes our heartbeat (0x1016 confirmed)
+        self._guarding = False  # life guarding instead (0x100C/0x100D confirmed, 0x1017 = 0)
+        self._guard_msg = can.Message(arbitration_id=HEARTBEAT_BASE + settings.node_id,
+                                      is_remote_frame=True, dlc=1, is_extended_id=False)
+        self._guard_since_s = -math.inf  # monotonic: guarding (re)started, the answer age's floor
+        self._last_guard_s = -math.inf  # monotonic: the last guard request sent
         self.unprotected = ""  # why the drive does not watch the master ("" = it does)
+        self.protection = ""  # what watches the master: heartbeat consumer | life guarding | ""
         self._next_master_hb_s = 0.0  # monotonic
         self._cw = CW_DISABLE_VOLTAGE  # controlword sent with every RPDO
         self.rated_torque_nm = NAN  # 0x6076, read at open
@@ -374,8 +403,21 @@ class Cia402Backend(Backend):
     def wait_heartbeat(self, timeout_s: float, state: Optional[int] = None) -> bool:
         """Block until the drive's next heartbeat (with NMT ``state``, if given) is filed (frames
         received before it have been filed too: one receive thread, in order). For diagnostics
-        and tests, never in the tick."""
-        return self._inbox.wait_heartbeat(lambda st: state is None or st == state, timeout_s)
+        and tests, never in the tick. Under life guarding the drive reports only when asked: a
+        guard request is sent every ``heartbeat_period_s`` meanwhile (feeding its life guarding
+        as the tick does)."""
+        accept: Callable[[int], bool] = lambda st: state is None or st == state  # noqa: E731
+        if not self._guarding:
+            return self._inbox.wait_heartbeat(accept, timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                return False
+            self._send_msg(self._guard_msg)
+            self._last_guard_s = now
+            if self._inbox.wait_heartbeat(accept, min(self.settings.heartbeat_period_s, deadline - now)):
+                return True
 
     @property
     def receive_thread_error(self) -> Optional[BaseException]:
@@ -522,10 +564,16 @@ class Cia402Backend(Backend):
         period_ms = round(s.heartbeat_period_s * 1000)
         self._sdo_write(OD_PRODUCER_HEARTBEAT, 0, struct.pack("<H", period_ms), "producer heartbeat")
         self._configure_consumer_heartbeat()
+        if self.unprotected:
+            self._configure_life_guarding()
         self._configure_pdos()
         with self._translating("NMT start"):
             node.nmt.state = "OPERATIONAL"
         self._confirm_operational()
+        if self._guarding:  # CiA 301: node guarding runs only with the heartbeat producer off
+            self._sdo_write(OD_PRODUCER_HEARTBEAT, 0, struct.pack("<H", 0), "producer heartbeat")
+            self._guard_since_s = self._last_guard_s = -math.inf
+            self._inbox.expect_guarding(True)
 
     def _confirm_mode(self) -> None:
         deadline = time.monotonic() + self.settings.state_timeout_s
@@ -544,8 +592,9 @@ class Cia402Backend(Backend):
         (unless ``allow_unprotected``). The master heartbeat is sent only when confirmed."""
         s = self.settings
         entry = s.master_node_id << 16 | round(s.heartbeat_timeout_s * 1000)
-        self._master_heartbeat = False
-        self.unprotected = ""
+        self._master_heartbeat = self._guarding = False
+        self.unprotected = self.protection = ""
+        self._inbox.expect_guarding(False)
         try:
             self._sdo_write(OD_CONSUMER_HEARTBEAT, 1, struct.pack("<I", entry), "consumer heartbeat")
             read_back = self._sdo_read(OD_CONSUMER_HEARTBEAT, 1, "<I", "consumer heartbeat")
@@ -560,6 +609,38 @@ class Cia402Backend(Backend):
                                 f"{round(s.heartbeat_timeout_s * 1000)} ms)")
             return
         self._master_heartbeat = True
+        self.protection = "heartbeat consumer"
+
+    def _configure_life_guarding(self) -> None:
+        """Without a heartbeat consumer: guard time 0x100C = heartbeat_period_s and life time
+        factor 0x100D = ⌈heartbeat_timeout_s/heartbeat_period_s⌉ (the drive faults when no guard
+        request came for their product, at least heartbeat_timeout_s), each written and read
+        back. A refusal or another value read back keeps the drive unprotected, both reasons
+        in ``unprotected``."""
+        s = self.settings
+        guard_ms = round(s.heartbeat_period_s * 1000)
+        factor = math.ceil(s.heartbeat_timeout_s * 1000 / guard_ms - 1e-9)
+        if not 0 < guard_ms <= 0xFFFF or not 0 < factor <= 0xFF:
+            self.unprotected += (f"; life guarding: guard time {guard_ms} ms × factor {factor} "
+                                 f"does not fit 0x100C (u16) / 0x100D (u8)")
+            return
+        try:
+            self._sdo_write(OD_GUARD_TIME, 0, struct.pack("<H", guard_ms), "guard time")
+            self._sdo_write(OD_LIFE_TIME_FACTOR, 0, struct.pack("<B", factor), "life time factor")
+            read_back = (self._sdo_read(OD_GUARD_TIME, 0, "<H", "guard time"),
+                         self._sdo_read(OD_LIFE_TIME_FACTOR, 0, "<B", "life time factor"))
+        except CommunicationError:
+            raise
+        except BackendError as err:
+            self.unprotected += f"; life guarding refused ({str(err).removeprefix(self._where + ': ')})"
+            return
+        if read_back != (guard_ms, factor):
+            self.unprotected += (f"; life guarding 0x100C/0x100D read back {read_back[0]} ms × "
+                                 f"{read_back[1]} after writing {guard_ms} ms × {factor}")
+            return
+        self._guarding = True
+        self.unprotected = ""
+        self.protection = "life guarding"
 
     def _configure_pdos(self) -> None:
         """The PDOs of ``mapping`` (``drive.tpdo`` / ``drive.rpdo``), transmission type 1; the
@@ -681,6 +762,14 @@ class Cia402Backend(Backend):
         """SYNC, then the mapped TPDOs or None after ``timeout_s``. The master heartbeat rides on
         the tick so that a stopped loop stops it."""
         self._inbox.arm()
+        if self._guarding:  # before SYNC: the answer is usually filed before the TPDOs
+            now = time.monotonic()
+            if now >= self._next_master_hb_s:
+                if now - self._last_guard_s > self.settings.heartbeat_timeout_s:
+                    self._guard_since_s = now  # (re)started: the answer is due from now on
+                self._send_msg(self._guard_msg)
+                self._last_guard_s = now
+                self._next_master_hb_s = now + self.settings.heartbeat_period_s
         self._send_msg(self._sync_msg)
         if self._master_heartbeat:
             now = time.monotonic()
@@ -754,9 +843,17 @@ class Cia402Backend(Backend):
         inbox = self._inbox
         if inbox.bus_off:
             raise CommunicationError(f"{self._where}: bus off (error frame: {inbox.last_error_frame})")
-        age = time.monotonic() - inbox.hb_monotonic_s
+        now = time.monotonic()
+        seen = inbox.hb_monotonic_s
+        if self._guarding:  # the drive answers when asked: due only after a recent request
+            if now - self._last_guard_s > self.settings.heartbeat_timeout_s:
+                seen = now  # not asked lately (ticks paused): this tick's request restarts it
+            elif self._guard_since_s > seen:  # asked since guarding resumed, not answered yet
+                seen = self._guard_since_s
+        age = now - seen
         if age > self.settings.heartbeat_timeout_s:
-            raise CommunicationError(f"{self._where}: no heartbeat for {age:.3f} s "
+            what = "answer to node guarding" if self._guarding else "heartbeat"
+            raise CommunicationError(f"{self._where}: no {what} for {age:.3f} s "
                                      f"(limit {self.settings.heartbeat_timeout_s} s)")
         if inbox.hb_state != HB_OPERATIONAL:
             state = HB_STATE_NAMES.get(inbox.hb_state or 0, f"0x{inbox.hb_state:02X}")

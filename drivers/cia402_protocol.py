@@ -94,6 +94,8 @@ class CobIds:
 OD_ERROR_REGISTER: Final = 0x1001
 OD_CONSUMER_HEARTBEAT: Final = 0x1016  # sub n: u32 = node_id << 16 | time [ms]
 OD_PRODUCER_HEARTBEAT: Final = 0x1017  # u16 [ms]
+OD_GUARD_TIME: Final = 0x100C  # u16 [ms]: node guarding period (life guarding, CiA 301)
+OD_LIFE_TIME_FACTOR: Final = 0x100D  # u8: the drive's life time = guard time × this
 OD_CONTROLWORD: Final = 0x6040
 OD_STATUSWORD: Final = 0x6041
 OD_MODES_OF_OPERATION: Final = 0x6060  # i8

@@ -15,7 +15,12 @@ LocalNode does not do, this module does, as a real drive would:
 - watches the master heartbeat when 0x1016 is configured (after the first one arrives): a lapse
   while the power stage is on is EMCY 0x8130 and FAULT; leaving NMT OPERATIONAL while powered
   disables the voltage. ``heartbeat_consumer`` makes it a drive that refuses 0x1016 (SDO abort)
-  or one that acknowledges the write but ignores it (0 reads back), to test the driver's refusal.
+  or one that acknowledges the write but ignores it (0 reads back), to test the driver's refusal,
+- answers node guarding (a remote frame on 0x700 + node id: its NMT state, bit 7 toggling) while
+  its heartbeat producer 0x1017 is 0, as CiA 301 has it, and runs life guarding once the first
+  guard request came with guard time 0x100C and life time factor 0x100D both set: no request
+  for their product while powered is EMCY 0x8130 and FAULT. ``node_guarding="refused"`` aborts
+  writes of 0x100C/0x100D (a drive without it).
 
 Modes: ``lockstep`` — the plant advances exactly one ``period_s`` per SYNC (after the TPDOs of
 that SYNC are sent: the sample is taken at SYNC, the torque applied at SYNC acts over the next
@@ -44,6 +49,7 @@ from typing import Callable, Optional
 
 import can
 import canopen
+from canopen.nmt import NMT_STATES
 from canopen.objectdictionary import ODVariable, import_od
 from canopen.sdo import SdoAbortedError
 
@@ -52,8 +58,8 @@ from drivers.errors import ProtocolError
 from drivers.cia402 import minimal_object_dictionary
 from drivers.cia402_protocol import (
     AUTOMATIC_TRANSITIONS, CAN_ERR_PROT, MODE_CST, OD_CONSUMER_HEARTBEAT, OD_CONTROLWORD, OD_CURRENT_ACTUAL,
-    OD_ERROR_REGISTER, OD_MODES_OF_OPERATION, OD_MODES_OF_OPERATION_DISPLAY, OD_POSITION_ACTUAL,
-    OD_RATED_CURRENT, OD_RATED_TORQUE, OD_STATUSWORD, OD_TARGET_TORQUE,
+    OD_ERROR_REGISTER, OD_GUARD_TIME, OD_LIFE_TIME_FACTOR, OD_MODES_OF_OPERATION, OD_MODES_OF_OPERATION_DISPLAY, OD_POSITION_ACTUAL,
+    OD_PRODUCER_HEARTBEAT, OD_RATED_CURRENT, OD_RATED_TORQUE, OD_STATUSWORD, OD_TARGET_TORQUE,
     OD_TORQUE_ACTUAL, PDO_COB_ID_INVALID, SW_INTERNAL_LIMIT, SW_REMOTE, SW_VOLTAGE_ENABLED,
     SYNC_COB_ID, NMT_COB_ID, HEARTBEAT_BASE, CobIds, PowerState, decode_mapping_entry, drive_step,
     encode_emcy, encode_statusword, error_register_for, from_permille, to_permille, wrap_i32,
@@ -71,6 +77,20 @@ _NOTIFIER_CYCLE_S = 0.05  # receive-thread wake-up: bounds how long close() wait
 _SDO_ABORT_READ_ONLY = 0x06010002
 _CONSUMER_POLL_S = 0.01  # LOCKSTEP: heartbeat consumer check period [s]
 _CONSUMER_MODES = ("supported", "refused", "ignored")
+_GUARDING_MODES = ("supported", "refused")
+_NMT_CODES = {name: code for code, name in NMT_STATES.items()}  # "OPERATIONAL" → 5, ...
+
+
+class _GuardListener(can.Listener):
+    """Remote frames on the node's own 0x700 + id (the Network's listener drops remote
+    frames): node guarding requests, handed to the emulator."""
+
+    def __init__(self, cob_id: int, on_request: Callable[[], None]) -> None:
+        self._cob_id, self._on_request = cob_id, on_request
+
+    def on_message_received(self, msg: can.Message) -> None:
+        if msg.is_remote_frame and msg.arbitration_id == self._cob_id and not msg.is_extended_id:
+            self._on_request()
 
 
 class _NullTask:
@@ -127,11 +147,13 @@ class Cia402Emulator:
                  mode: EmulatorMode | str = EmulatorMode.LOCKSTEP, period_s: float = 0.001,
                  rated_current_a: Optional[float] = None, rated_torque_nm: Optional[float] = None,
                  silent: bool = False, capture_path: Optional[str | Path] = None, seed: int = 0,
-                 heartbeat_consumer: str = "supported",
+                 heartbeat_consumer: str = "supported", node_guarding: str = "supported",
                  fixed_pdo_mapping: Optional[dict[int, tuple[int, ...]]] = None) -> None:
         """``heartbeat_consumer``: ``supported`` (0x1016 as the object dictionary has it),
         ``refused`` (a write of 0x1016 is aborted, as by a drive without a consumer) or
         ``ignored`` (the write is acknowledged but nothing is stored or watched: 0 reads back).
+        ``node_guarding``: ``supported`` (0x100C/0x100D as the object dictionary has them) or
+        ``refused`` (their writes are aborted).
         ``fixed_pdo_mapping``: mapping index (0x1600+n / 0x1A00+n) → entries the drive keeps
         whatever the master writes (writes acknowledged; reads and the PDOs it sends use these)."""
         if period_s <= 0:
@@ -139,6 +161,9 @@ class Cia402Emulator:
         if heartbeat_consumer not in _CONSUMER_MODES:
             raise ValueError(f"heartbeat_consumer: one of {', '.join(_CONSUMER_MODES)}, got {heartbeat_consumer!r}")
         self._consumer_mode = heartbeat_consumer
+        if node_guarding not in _GUARDING_MODES:
+            raise ValueError(f"node_guarding: one of {', '.join(_GUARDING_MODES)}, got {node_guarding!r}")
+        self._guarding_mode = node_guarding
         self._fixed_mapping = dict(fixed_pdo_mapping or {})
         self.mode = EmulatorMode(mode)
         self.period_s = period_s
@@ -180,6 +205,12 @@ class Cia402Emulator:
         self._consumer: Optional[tuple[int, float]] = None  # (master node id, time [s])
         self._master_hb_s: Optional[float] = None  # monotonic time of the last master heartbeat
         self._consumer_expired = False
+        self._guard_time_ms = 0  # 0x100C
+        self._life_factor = 0  # 0x100D
+        self._producer_ms = 0  # 0x1017 (node guarding is answered only while it is 0)
+        self._guard_s: Optional[float] = None  # monotonic time of the last guard request
+        self._life_expired = False
+        self._toggle = 0  # bit 7 of the next guarding answer
         self._ignore_disable = False  # fault injection: OPERATION ENABLED is never left on command
         self._live: dict[int, Callable[[], int]] = {
             OD_STATUSWORD: lambda: self.statusword,
@@ -197,6 +228,7 @@ class Cia402Emulator:
         self.tpdo_sent = 0
         self.tpdo_dropped = 0
         self.master_heartbeats = 0
+        self.guard_requests = 0
         self.overruns = 0  # realtime: plant periods started late
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -229,6 +261,8 @@ class Cia402Emulator:
         net.NOTIFIER_CYCLE = _NOTIFIER_CYCLE_S
         self._network = net
         net.connect()
+        assert net.notifier is not None
+        net.notifier.add_listener(_GuardListener(self.ids.heartbeat, self._on_guard_request))
         node_id = self.ids.node_id
         od = import_od(str(self._eds_path), node_id) if self._eds_path else minimal_object_dictionary(node_id)
         node = net.create_node(node_id, od)
@@ -242,6 +276,9 @@ class Cia402Emulator:
             node.sdo.download(OD_RATED_TORQUE, 0, struct.pack("<I", round(torque_nm * 1000)))
         self._rated_current_a = self._read_u(OD_RATED_CURRENT, 0) / 1000.0
         self._rated_torque_nm = self._read_u(OD_RATED_TORQUE, 0) / 1000.0
+        self._guard_time_ms = self._read_u(OD_GUARD_TIME, 0)
+        self._life_factor = self._read_u(OD_LIFE_TIME_FACTOR, 0)
+        self._producer_ms = self._read_u(OD_PRODUCER_HEARTBEAT, 0)
         mode = od.get_variable(OD_MODES_OF_OPERATION)
         self._op_mode = int(mode.value if mode.value is not None else mode.default or 0) if mode else 0
         net.subscribe(SYNC_COB_ID, self._on_sync)
@@ -411,11 +448,18 @@ class Cia402Emulator:
         return 0.0
 
     def _check_consumer(self) -> None:
-        """Heartbeat consumer: a lapse while powered is EMCY 0x8130 and FAULT."""
-        if self._consumer is None or self._master_hb_s is None or self._consumer_expired:
-            return
-        if time.monotonic() - self._master_hb_s > self._consumer[1]:
+        """Heartbeat consumer and life guarding: a lapse while powered is EMCY 0x8130 and
+        FAULT."""
+        now = time.monotonic()
+        if (self._consumer is not None and self._master_hb_s is not None
+                and not self._consumer_expired and now - self._master_hb_s > self._consumer[1]):
             self._consumer_expired = True
+            if self._state in _POWERED:
+                self._fault(_EMCY_HEARTBEAT)
+        life_s = self._guard_time_ms * self._life_factor / 1000.0
+        if (self._guard_s is not None and life_s > 0.0 and self._producer_ms == 0
+                and not self._life_expired and now - self._guard_s > life_s):
+            self._life_expired = True
             if self._state in _POWERED:
                 self._fault(_EMCY_HEARTBEAT)
 
@@ -480,6 +524,20 @@ class Cia402Emulator:
                     self._set_state(PowerState.SWITCH_ON_DISABLED, None)  # abort connection
             self._changed.notify_all()
 
+    def _on_guard_request(self) -> None:
+        """Node guarding: answer with the NMT state and the toggle bit (not while a heartbeat
+        producer runs, nor when silent); the request also feeds life guarding."""
+        assert self.node is not None
+        with self._lock:
+            self.guard_requests += 1
+            self._guard_s = time.monotonic()
+            self._life_expired = False
+            if self._producer_ms != 0 or self._silent:
+                return
+            answer = bytes([self._toggle << 7 | _NMT_CODES.get(self.node.nmt.state, 0)])
+            self._toggle ^= 1
+        self._send(self.ids.heartbeat, answer)
+
     def _on_master_heartbeat(self, can_id: int, data: bytearray, timestamp: float) -> None:
         with self._lock:
             self._master_hb_s = time.monotonic()
@@ -503,6 +561,8 @@ class Cia402Emulator:
     def _on_sdo_write(self, index: int, subindex: int, od: ODVariable, data: bytes) -> None:
         if index == OD_CONSUMER_HEARTBEAT and self._consumer_mode == "refused":
             raise SdoAbortedError(_SDO_ABORT_READ_ONLY)
+        if index in (OD_GUARD_TIME, OD_LIFE_TIME_FACTOR) and self._guarding_mode == "refused":
+            raise SdoAbortedError(_SDO_ABORT_READ_ONLY)
         with self._lock:
             if 0x1600 <= index <= 0x17FF or 0x1A00 <= index <= 0x1BFF:
                 self._check_mapping_write(index, subindex, data)
@@ -522,6 +582,12 @@ class Cia402Emulator:
                 self._rated_torque_nm = int(value) / 1000.0
             elif index == OD_CONSUMER_HEARTBEAT and subindex == 1 and self._consumer_mode == "supported":
                 self._configure_consumer(int(value))
+            elif index == OD_GUARD_TIME:
+                self._guard_time_ms = int(value)
+            elif index == OD_LIFE_TIME_FACTOR:
+                self._life_factor = int(value)
+            elif index == OD_PRODUCER_HEARTBEAT:
+                self._producer_ms = int(value)
 
     def _configure_consumer(self, entry: int) -> None:
         assert self._network is not None

@@ -224,8 +224,9 @@ def channel() -> str:
 def _settings(channel: str, **overrides) -> Cia402Settings:
     # Generous timeouts: the suite must pass on a loaded two-core machine, and a missed sample
     # costs timeout_s; the fault-path tests do not depend on their size.
-    # The E35 of the shared EDS has no heartbeat consumer (0x1016): with it the tests opt in to
-    # running unprotected, as a user would have to (test_drive_without_consumer_is_refused).
+    # The E35 of the shared EDS has no heartbeat consumer (0x1016): it is protected by life
+    # guarding (0x100C/0x100D) instead; the opt-in to running unprotected stays on for the tests
+    # that make it refuse that too.
     base = dict(channel=channel, node_id=NODE, timeout_s=TIMEOUT_S, heartbeat_timeout_s=HB_TIMEOUT_S,
                 heartbeat_period_s=0.05, eds_path=str(EDS),
                 counts_per_rev=_config().plant.encoder.counts_per_rev, allow_unprotected=True)
@@ -389,16 +390,23 @@ def test_silent_node_is_refused_at_open(eds, channel, clock):
         assert not backend.is_open
 
 
-def test_heartbeat_loss_at_runtime_is_a_communication_error(backend, emulator, clock):
-    backend.open()
-    backend.enable()
-    emulator.stop_heartbeat()
-    deadline = time.monotonic() + 2.0
-    with pytest.raises(CommunicationError, match="no heartbeat for"):
-        while time.monotonic() < deadline:
-            _tick(backend, clock, 0.1)
-    backend.close()
-    assert emulator.state is not PowerState.OPERATION_ENABLED  # the PDO path still disabled it
+@pytest.mark.parametrize("built_in_od, message", [
+    (True, "no heartbeat for"),  # heartbeat consumer: the drive's own heartbeat stops
+    (False, "no answer to node guarding for"),  # the E35 under life guarding: its answers stop
+])
+def test_heartbeat_loss_at_runtime_is_a_communication_error(channel, clock, eds, built_in_od, message):
+    node = 5 if built_in_od else NODE
+    with Cia402Emulator(_config().plant, channel=channel, node_id=node,
+                        eds_path=None if built_in_od else eds) as emulator:
+        with Cia402Backend(_settings(channel, node_id=node, eds_path="" if built_in_od else str(eds),
+                                     allow_unprotected=False), clock) as backend:
+            backend.enable()
+            emulator.stop_heartbeat()
+            deadline = time.monotonic() + 2.0
+            with pytest.raises(CommunicationError, match=message):
+                while time.monotonic() < deadline:
+                    _tick(backend, clock, 0.1)
+        assert emulator.state is not PowerState.OPERATION_ENABLED  # the PDO path still disabled it
 
 
 def test_error_frames_counted_and_bus_off_is_fatal(backend, emulator, clock):
@@ -469,11 +477,25 @@ def test_settings_from_config():
 # --- drive-side protection: the heartbeat consumer 0x1016 written and read back ---------------------
 
 
-def test_drive_without_consumer_is_refused_at_enable(emulator, channel, clock):
-    """The E35 (shared EDS) has no 0x1016: open works (a fault reset needs no protection), enable
-    is refused with one line naming the object and the opt-out, and the drive stays disabled."""
+@pytest.fixture
+def unguarded(eds, channel):
+    """The E35 made a drive without life guarding too (writes of 0x100C/0x100D aborted)."""
+    with Cia402Emulator(_config().plant, channel=channel, node_id=NODE, eds_path=eds,
+                        rated_current_a=RATED_CURRENT_A, rated_torque_nm=RATED_TORQUE_NM,
+                        node_guarding="refused") as emu:
+        yield emu
+
+
+def test_drive_without_consumer_or_guarding_is_refused_at_enable(unguarded, channel, clock):
+    """The E35 has no 0x1016; made to refuse life guarding as well: open works (a fault reset
+    needs no protection), enable is refused with one line naming both objects and the opt-out,
+    and the drive stays disabled, its heartbeat producer left on (it supervises the link)."""
+    emulator = unguarded
     with Cia402Backend(_settings(channel, allow_unprotected=False), clock) as backend:
         assert "0x1016" in backend.unprotected and "Object does not exist" in backend.unprotected
+        assert "life guarding refused" in backend.unprotected and "0x100C" in backend.unprotected
+        assert backend.protection == ""
+        assert emulator.node.sdo.upload(0x1017, 0) == (50).to_bytes(2, "little")
         with pytest.raises(EnableError) as info:
             backend.enable()
         message = str(info.value)
@@ -484,7 +506,8 @@ def test_drive_without_consumer_is_refused_at_enable(emulator, channel, clock):
         assert emulator.state is not PowerState.OPERATION_ENABLED and emulator.master_heartbeats == 0
 
 
-def test_opt_out_enables_with_a_warning_at_every_enable(emulator, channel, clock, caplog):
+def test_opt_out_enables_with_a_warning_at_every_enable(unguarded, channel, clock, caplog):
+    emulator = unguarded
     with Cia402Backend(_settings(channel, allow_unprotected=True), clock) as backend:
         for _ in range(2):
             backend.enable()
@@ -492,6 +515,100 @@ def test_opt_out_enables_with_a_warning_at_every_enable(emulator, channel, clock
             backend.disable()
     warnings = [r for r in caplog.records if "UNPROTECTED" in r.getMessage()]
     assert len(warnings) == 2 and all(r.levelname == "WARNING" for r in warnings)
+
+
+def test_drive_without_consumer_is_protected_by_life_guarding(emulator, channel, clock):
+    """The E35 (no 0x1016, but 0x100C/0x100D): the driver sets up life guarding — guard time =
+    heartbeat_period_s, life time factor ⌈heartbeat_timeout_s/heartbeat_period_s⌉, read back,
+    heartbeat producer off (CiA 301 guards only without it) — and enables without the opt-out.
+    Guard requests ride on the tick; the drive answers with its NMT state, bit 7 toggling; a
+    loop that stops ticking lets the drive's life guarding expire: EMCY 0x8130 and FAULT."""
+    answers: list[bytes] = []
+    with Cia402Backend(_settings(channel, allow_unprotected=False), clock) as backend, \
+            can.Bus(interface="virtual", channel=channel) as listener:  # from here on: after open
+        assert (backend.protection, backend.unprotected) == ("life guarding", "")
+        sdo = emulator.node.sdo
+        assert sdo.upload(0x100C, 0) == (50).to_bytes(2, "little")  # ms
+        assert sdo.upload(0x100D, 0) == bytes([math.ceil(HB_TIMEOUT_S / 0.05 - 1e-9)])
+        assert sdo.upload(0x1017, 0) == bytes(2)
+        backend.enable()
+        t_end = time.monotonic() + 0.4  # several guard periods of ticks
+        while time.monotonic() < t_end:
+            fb = _tick(backend, clock)
+            while (msg := listener.recv(0)) is not None:
+                if msg.arbitration_id == 0x700 + NODE and not msg.is_remote_frame:
+                    answers.append(bytes(msg.data))
+        assert fb.state is DriveState.ENABLED and emulator.state is PowerState.OPERATION_ENABLED
+        assert emulator.guard_requests >= 4 and len(answers) >= 4
+        assert all(a[0] & 0x7F == 0x05 for a in answers)  # OPERATIONAL
+        toggles = [a[0] >> 7 for a in answers]
+        assert all(x != y for x, y in zip(toggles, toggles[1:]))
+        assert backend._inbox.toggle_errors == 0
+        # the loop dies: no more ticks, no more guard requests
+        life_s = 0.05 * math.ceil(HB_TIMEOUT_S / 0.05 - 1e-9)
+        t_stop = time.monotonic()
+        assert emulator.wait_until(lambda e: e.state.is_fault, life_s + 1.0)  # reaction, then FAULT
+        assert time.monotonic() - t_stop >= life_s - 0.02
+        fb = backend.read()
+        assert fb.state is DriveState.FAULT and fb.fault_code == 0x8130
+
+
+def test_a_guarding_answer_that_does_not_toggle_is_not_taken(emulator, channel, clock):
+    """CiA 301: the master takes a node-guarding answer only when bit 7 toggled; a repeated
+    (stale or duplicated) answer does not refresh the link, and a drive that only repeats
+    itself is a lost link."""
+    with Cia402Backend(_settings(channel, allow_unprotected=False), clock) as backend, \
+            can.Bus(interface="virtual", channel=channel) as bus:
+        assert backend.protection == "life guarding"
+        backend.enable()
+        _tick(backend, clock)
+        assert backend.wait_heartbeat(1.0, state=0x05)
+        seen, errors = backend._inbox.hb_monotonic_s, backend._inbox.toggle_errors
+        last = backend._inbox._toggle
+        stale = bytes([last << 7 | 0x05])  # the last answer again
+        bus.send(can.Message(arbitration_id=0x700 + NODE, data=stale, is_extended_id=False))
+        deadline = time.monotonic() + 1.0
+        while backend._inbox.toggle_errors == errors and time.monotonic() < deadline:
+            time.sleep(0.005)  # the receive thread files it: nothing to wait on but its counter
+        assert backend._inbox.toggle_errors == errors + 1
+        assert backend._inbox.hb_monotonic_s == seen
+        emulator.stop_heartbeat()  # silent from now on: only the stale answer, repeated
+        deadline = time.monotonic() + 2.0
+        with pytest.raises(CommunicationError, match="no answer to node guarding"):
+            while time.monotonic() < deadline:
+                bus.send(can.Message(arbitration_id=0x700 + NODE, data=stale, is_extended_id=False))
+                _tick(backend, clock)
+
+
+def test_guarding_is_answered_only_without_a_heartbeat_producer(emulator, channel):
+    """CiA 301: a node with a heartbeat producer time set does not run node guarding; without
+    one it answers each request once with its NMT state (pre-operational here), bit 7 toggling."""
+    with can.Bus(interface="virtual", channel=channel) as bus:
+        def frames_after_a_request() -> list[bytes]:
+            bus.send(can.Message(arbitration_id=0x700 + NODE, is_remote_frame=True, dlc=1,
+                                 is_extended_id=False))
+            seen, t_end = [], time.monotonic() + 0.3
+            while time.monotonic() < t_end:
+                msg = bus.recv(0.05)
+                if msg is not None and msg.arbitration_id == 0x700 + NODE and not msg.is_remote_frame:
+                    seen.append(bytes(msg.data))
+            return seen
+
+        def drain(s: float) -> None:
+            t_end = time.monotonic() + s
+            while time.monotonic() < t_end:
+                bus.recv(0.02)
+
+        emulator.node.sdo.download(0x1017, 0, (2000).to_bytes(2, "little"))  # one heartbeat now
+        drain(0.1)
+        assert frames_after_a_request() == []  # the next heartbeat is 2 s away: no answer
+        emulator.node.sdo.download(0x1017, 0, bytes(2))
+        drain(0.1)
+        first, second = frames_after_a_request(), frames_after_a_request()
+        assert len(first) == len(second) == 1
+        assert first[0][0] & 0x7F == second[0][0] & 0x7F == 0x7F  # PRE-OPERATIONAL
+        assert first[0][0] >> 7 != second[0][0] >> 7
+        assert emulator.guard_requests == 3
 
 
 @pytest.mark.parametrize("mode, reason", [
