@@ -199,6 +199,7 @@ def run_session(cfg: Config, s: Session, out_dir: Path, *, plot: bool = True,
         if helper is not None and hasattr(helper, "stop"):
             helper.stop()
     summary = summarize(log_path, result)
+    summary["drive"] = s.backend.identity()  # what the drive reported, what protected it
     from .lugre_compensator import reidentify_report  # the alarm's reason and proposed set
 
     summary.update(reidentify_report(compensator, out_dir, cfg.axis))

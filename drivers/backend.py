@@ -102,6 +102,11 @@ class Backend(abc.ABC):
         self._writable = False  # write() is allowed: False from the first step of a disable
         self.payload_kg = 0.0  # operator-declared payload [kg] (a scheduling variable)
 
+    def identity(self) -> dict[str, str]:
+        """What the drive reported and what protects it against a dead loop (``summary.json``
+        ``drive``): complete once the drive was opened and enabled. The base: the protocol."""
+        return {"protocol": self.name}
+
     # --- lifecycle ---------------------------------------------------------------------------
     def open(self) -> None:
         if not self._opened:

@@ -429,6 +429,16 @@ class Cia402Backend(Backend):
         """The cycle's worst-case bus time at 100 % load: SYNC + the mapped TPDOs and RPDOs [Hz]."""
         return self.settings.bitrate / self.mapping.cycle_bits()
 
+    def identity(self) -> dict[str, str]:
+        """Protocol, node, ratings read at open and the protection confirmed there (heartbeat
+        consumer, life guarding, or none and why)."""
+        out = {"protocol": self.name, "node_id": str(self.settings.node_id)}
+        if self.rated_torque_nm == self.rated_torque_nm:  # read at open
+            out["rated_torque_nm"] = f"{self.rated_torque_nm:g}"
+            out["rated_current_a"] = f"{self.rated_current_a:g}"
+            out["protection"] = self.protection or f"none ({self.unprotected})"
+        return out
+
     # --- lifecycle hooks -------------------------------------------------------------------------
     def _open(self) -> None:
         try:

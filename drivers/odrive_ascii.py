@@ -173,6 +173,7 @@ class ODriveAsciiBackend(Backend):
         self.allow_unprotected = allow_unprotected
         self.firmware: FirmwareVersion | None = None  # read at open
         self.unprotected = ""  # why the drive watchdog is not confirmed ("" = it is)
+        self._watchdog_read_back = False  # confirmed at the last enable
         self._closed_loop_requested = False  # since the last confirmed IDLE
         self._link_time = link_time
         self._ser: serial.Serial | None = None
@@ -222,6 +223,18 @@ class ODriveAsciiBackend(Backend):
         self._tick = 0
 
     # --- hooks -----------------------------------------------------------------------------------
+    def identity(self) -> dict[str, str]:
+        """Protocol, axis, firmware (read at open) and the watchdog read back at enable."""
+        out = {"protocol": self.name, "axis": str(self.axis),
+               "firmware": str(self.firmware) if self.firmware else "not read"}
+        if self.unprotected:
+            out["protection"] = f"none ({self.unprotected})"
+        elif self._watchdog_read_back:
+            timeout = (f"{self.watchdog_timeout_s:g} s" if math.isfinite(self.watchdog_timeout_s)
+                       else "as set with odrivetool")
+            out["protection"] = f"axis watchdog, {timeout}, read back enabled"
+        return out
+
     def _open(self) -> None:
         if self.rate_hz is not None:
             reason = rate_refusal(self.rate_hz, self.baudrate, self.axis, self.use_checksum,
@@ -272,6 +285,7 @@ class ODriveAsciiBackend(Backend):
             raise EnableError(f"{self.name}: axis {a} reports error 0x{error:X}: "
                               f"{axis_error_text(error)}; fix the cause, then reset_fault()")
         self.unprotected = self._configure_watchdog(deadline)
+        self._watchdog_read_back = not self.unprotected
         if self.unprotected:
             refuse_or_warn_unprotected(f"{self.name}: axis {a}", self.unprotected,
                                        self.allow_unprotected, "a dead loop would leave it applying current")

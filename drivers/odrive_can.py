@@ -195,6 +195,18 @@ class ODriveCanBackend(Backend):
         return self._heartbeat
 
     # --- hooks -----------------------------------------------------------------------------------
+    def identity(self) -> dict[str, str]:
+        """Protocol, node, firmware (0.5.6 has no Get_Version: not reported) and the watchdog
+        check's outcome (after the first enable)."""
+        out = {"protocol": self.name, "node_id": str(self.node_id),
+               "firmware": str(self.firmware) if self.firmware else "not reported (0.5.x)"}
+        if self.unprotected:
+            out["protection"] = f"none ({self.unprotected})"
+        elif self.watchdog_confirmed_s == self.watchdog_confirmed_s:
+            out["protection"] = (f"axis watchdog, seen expired after {self.watchdog_confirmed_s:.3f} s "
+                                 f"of silence at enable")
+        return out
+
     def _open(self) -> None:
         if self._injected_bus is not None:
             self._bus = self._injected_bus

@@ -495,6 +495,7 @@ def test_drive_without_consumer_or_guarding_is_refused_at_enable(unguarded, chan
         assert "0x1016" in backend.unprotected and "Object does not exist" in backend.unprotected
         assert "life guarding refused" in backend.unprotected and "0x100C" in backend.unprotected
         assert backend.protection == ""
+        assert backend.identity()["protection"].startswith("none (the drive refused the heartbeat")
         assert emulator.node.sdo.upload(0x1017, 0) == (50).to_bytes(2, "little")
         with pytest.raises(EnableError) as info:
             backend.enable()
@@ -527,6 +528,7 @@ def test_drive_without_consumer_is_protected_by_life_guarding(emulator, channel,
     with Cia402Backend(_settings(channel, allow_unprotected=False), clock) as backend, \
             can.Bus(interface="virtual", channel=channel) as listener:  # from here on: after open
         assert (backend.protection, backend.unprotected) == ("life guarding", "")
+        assert backend.identity()["protection"] == "life guarding"  # summary.json drive
         sdo = emulator.node.sdo
         assert sdo.upload(0x100C, 0) == (50).to_bytes(2, "little")  # ms
         assert sdo.upload(0x100D, 0) == bytes([math.ceil(HB_TIMEOUT_S / 0.05 - 1e-9)])

@@ -106,6 +106,19 @@ def test_tracks_a_slow_move_and_ends_disabled(name, tmp_path):
     assert np.mean(log["vel_rad_s"][moving]) == pytest.approx(0.01, rel=0.15)
     assert summary["drive_enabled_at_exit"] is False
     assert enabled_after is False
+    # what the drive reported and what protected it, in the summary (hil_rig: the built-in
+    # CiA 402 dictionary with its heartbeat consumer; the ODrive watchdogs confirmed at enable)
+    drive = summary["drive"]
+    assert drive["protocol"] == name
+    expected = {"sim": None, "cia402": "heartbeat consumer", "odrive_can": "axis watchdog, seen expired",
+                "odrive_ascii": "axis watchdog, 0.05 s, read back enabled"}[name]
+    assert drive.get("protection", "").startswith(expected) if expected else "protection" not in drive
+    if name == "odrive_ascii":
+        assert drive["firmware"] == "0.5.6"
+    if name == "odrive_can":
+        assert drive["firmware"] == "not reported (0.5.x)"
+    if name == "cia402":
+        assert float(drive["rated_torque_nm"]) > 0 and float(drive["rated_current_a"]) > 0
 
 
 @pytest.mark.parametrize("name", BACKENDS)
