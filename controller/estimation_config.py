@@ -76,8 +76,8 @@ class ObserverConfig:
     dob_limit_nm: Optional[float] = None  # |term| bound [N·m]; rule: 0.5·Fs
     dob_steady_s: Optional[float] = None  # steady sliding this long (|a_ref| ≈ 0, |v_ref| >
     #   0) => the term is faded out (over the same time, and no faster than
-    #   handover_rate_nm_s) [s]; rule: 20/(2π·f_p) (20 position-loop time constants: 0.16 s at
-    #   20 Hz)
+    #   handover_rate_nm_s), the residual correction with the same weight [s]; rule:
+    #   20/(2π·f_p) (20 position-loop time constants: 0.16 s at 20 Hz)
     dob_presliding_rad: Optional[float] = None  # after each start or reversal the term is
     #   ramped in linearly over this much reference travel [rad]; rule: 3·Fs/sigma0 (the
     #   pre-sliding range) when the believed bristle mode is lightly damped, ζ_b =

@@ -119,6 +119,7 @@ class LuGreCompensator(Compensator):
                                               resolved(observer.momentum_bandwidth_hz))
         self._dob_margin_j = J * observer.dob_inertia_margin  # [kg·m²]
         self.estimator = LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=margin)
+        self._L = L  # the residual correction's gain; faded with the steady weight (step)
         self.ff_model = (LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=margin)
                          if observer.feedforward == "reference" else None)
         residual_limit = resolved(observer.residual_limit_nm)
@@ -228,7 +229,11 @@ class LuGreCompensator(Compensator):
         self.dob_nm = 0.0  # disturbance-observer term in the feedforward [N·m]
         self.dob_weight = 1.0  # its weight: 1 in transients, 0 in steady sliding [-]
         self._dob_lpf = 0.0
-        self._steady_s = 0.0
+        self._steady_s = 0.0  # time at a held reference speed [s]
+        self._steady_weight = 1.0  # 1 in transients, faded to 0 at a held speed (step) [-]
+        self.estimator.L = self._L  # the residual correction at full gain
+        if self.ff_model is not None:
+            self.ff_model.L = self._L
         self._dob_peak = 0.0  # |v_ref| peak, decaying with a 1 s time constant [rad/s]
         self._dob_sweep = 0.0  # |a_ref|·dob_sweep_s/vs peak, decaying alike [-]
         self._dob_brake = 0  # since the last start/reversal: 0 the term has not opposed the
@@ -278,7 +283,8 @@ class LuGreCompensator(Compensator):
             self._switched_from = (model.params, model.L, model.scale)
         self.estimator.set_params(params)
         if self._residual:  # keep ω_L = L·sigma0 at the configured bandwidth
-            self.estimator.L = LuGreObserver.gain_for(resolved(self.cfg.bandwidth_hz), params)
+            self._L = LuGreObserver.gain_for(resolved(self.cfg.bandwidth_hz), params)
+        self.estimator.L = self._L * self._steady_weight
         if self.ff_model is not None:
             self.ff_model.set_params(params)
             self.ff_model.L = self.estimator.L
@@ -393,6 +399,22 @@ class LuGreCompensator(Compensator):
             est.scale = table.scale_at(v if v >= 0.0 else -v, default)
             if ff_model is not None:
                 ff_model.scale = table.scale_at(v_ref if v_ref >= 0.0 else -v_ref, default)
+        hold = s.saturated or s.faulted or not finite
+        if not hold:  # time at a held reference speed: the DOB fades, the correction with it
+            speed = v_ref if v_ref >= 0.0 else -v_ref
+            acc = s.acc_ref_rad_s2
+            acc = acc if acc >= 0.0 else -acc
+            if speed > 0.0 and acc * self._dob_steady <= 0.01 * speed:
+                self._steady_s += dt_s
+            else:
+                self._steady_s = 0.0
+            w = 2.0 - self._steady_s / self._dob_steady
+            w = 1.0 if w > 1.0 else (0.0 if w < 0.0 else w)
+            if w != self._steady_weight:
+                self._steady_weight = w
+                est.L = self._L * w
+                if ff_model is not None:
+                    ff_model.L = est.L
         if finite:
             mo = self.momentum
             dob_mo = self._dob_momentum
@@ -458,7 +480,6 @@ class LuGreCompensator(Compensator):
             f_hat = est.f_hat
             model = ff_model.f_hat if ff_model is not None else f_hat
         fallback = self.watchdog.step(residual, f_hat, v, dt_s, finite)
-        hold = s.saturated or s.faulted or not finite
         drift_monitor = self.drift  # present with the adapter
         if self.adapter is not None and drift_monitor is not None:
             p = est.active
@@ -695,12 +716,7 @@ class LuGreCompensator(Compensator):
         steady_s = self._dob_steady
         speed = v_ref if v_ref >= 0.0 else -v_ref
         acc = a_ref if a_ref >= 0.0 else -a_ref
-        if speed > 0.0 and acc * steady_s <= 0.01 * speed:
-            self._steady_s += dt_s
-        else:
-            self._steady_s = 0.0
-        w = 2.0 - self._steady_s / steady_s
-        w = 1.0 if w > 1.0 else (0.0 if w < 0.0 else w)
+        w = self._steady_weight  # the fade at a held reference speed (step)
         # motions that stay below vs (pre-sliding steps): attenuated with the held peak |v_ref|/vs
         peak = self._dob_peak * self._dob_peak_decay
         peak = speed if speed > peak else peak

@@ -302,6 +302,35 @@ def test_stribeck_fallback_when_only_the_dynamics_are_wrong():
     assert peak < 30e-6
 
 
+def test_at_a_held_speed_the_residual_correction_fades_with_the_dob_term():
+    """Ramp to 0.01 rad/s, hold it: the estimator's and the feedforward model's correction gain
+    stay full while accelerating and for dob_steady_s at the held speed, then fall with the
+    DOB weight to 0 by twice that; the next acceleration restores them at once."""
+    comp = _compensator()
+    full = comp.estimator.L
+    assert full > 0.0 and comp.ff_model.L == full
+    steady = comp.cfg.dob_steady_s
+    s, t, v, seen = TickSignals(), 0.0, 0.0, []
+    for k in range(int((0.1 + 2.5 * steady) / DT)):
+        t += DT
+        acc = 0.1 if t < 0.1 else 0.0
+        v = min(v + acc * DT, 0.01)
+        s.t_s, s.vel_ref_rad_s, s.vel_rad_s, s.acc_ref_rad_s2 = t, v, v, acc
+        s.pos_ref_rad += v * DT
+        s.pos_rad = s.pos_ref_rad
+        s.current_a = stribeck(P, v) / CFG.controller.Kt
+        comp.step(s, DT)
+        seen.append((t, comp.estimator.L, comp.ff_model.L, comp.dob_weight))
+    assert all(e == f == full for tt, e, f, _ in seen if tt < 0.1 + steady - 2 * DT)
+    mid = [(e, w) for tt, e, f, w in seen if 0.1 + 1.4 * steady < tt < 0.1 + 1.6 * steady]
+    assert all(0.0 < e < full for e, _ in mid)
+    assert seen[-1][1] == seen[-1][2] == 0.0
+    s.acc_ref_rad_s2 = 0.1  # accelerating again
+    s.vel_ref_rad_s = 0.0101
+    comp.step(s, DT)
+    assert comp.estimator.L == comp.ff_model.L == full
+
+
 def _dob_weight_after_ramp(comp, acc: float, v_end: float) -> float:
     """The DOB weight on the first tick at v_end after a ramp from rest at ``acc`` (the plant
     follows the reference exactly; the measured current is the static curve)."""

@@ -260,6 +260,7 @@ def test_scheduled_compensator_publishes_gains_and_bounds_the_feedforward_step()
             s.temperature_c = 40.0  # a step (new drive reading): weights slew, ff bounded
         v = 0.05 * math.sin(math.pi * t)  # reversals: the largest feedforward changes
         s.vel_ref_rad_s = s.vel_rad_s = v
+        s.acc_ref_rad_s2 = 0.05 * math.pi * math.cos(math.pi * t)
         s.pos_ref_rad = s.pos_rad = 0.05 / math.pi * (1 - math.cos(math.pi * t))
         s.current_a = 0.4 * math.tanh(v / 0.002)
         ffs.append(comp.step(s, DT))
