@@ -13,6 +13,10 @@ Per tick (all in :meth:`LuGreCompensator.step`, SI units):
    residual correction ties its state to the measured friction. (``estimate``: feed F̂ forward.)
    While the reference rests (v_ref = 0, a_ref = 0) it feeds the estimator's static friction
    sigma0·ẑ instead and takes over ẑ for the next start (:meth:`LuGreCompensator._at_rest`).
+   At a held reference speed the residual correction of both models fades out with the DOB
+   term's weight (1 → 0 between ``dob_steady_s`` and twice that, 1 again at the next
+   acceleration): in steady sliding the level is the Fc adapter's and the speed table's, and
+   the correction would only pass the current noise into the feedforward;
 5. containment: F̂ and the feedforward bounded by the observers; a watchdog on the residual and the
    sign of F̂ crossfades to the fallback — the static Stribeck curve of the reference, or none when
    that curve disagrees with the measured friction as well (``fallback``, ``fallback_mode``);
