@@ -568,26 +568,27 @@ class Cia402Emulator:
                 self._check_mapping_write(index, subindex, data)
             if 0x1400 <= index <= 0x1BFF:
                 self._pdo_dirty = True
-            value = od.decode_raw(data) if od.fixed_size else None
+            raw = od.decode_raw(data) if od.fixed_size else None
+            value = int(raw) if isinstance(raw, (int, float)) else 0  # the objects below are integers
             if index == OD_CONTROLWORD:
-                self._cw = int(value)
+                self._cw = value
                 self._step_state()
             elif index == OD_TARGET_TORQUE:
-                self._target_pm = int(value)
+                self._target_pm = value
             elif index == OD_MODES_OF_OPERATION:
-                self._op_mode = int(value)
+                self._op_mode = value
             elif index == OD_RATED_CURRENT:
-                self._rated_current_a = int(value) / 1000.0
+                self._rated_current_a = value / 1000.0
             elif index == OD_RATED_TORQUE:
-                self._rated_torque_nm = int(value) / 1000.0
+                self._rated_torque_nm = value / 1000.0
             elif index == OD_CONSUMER_HEARTBEAT and subindex == 1 and self._consumer_mode == "supported":
-                self._configure_consumer(int(value))
+                self._configure_consumer(value)
             elif index == OD_GUARD_TIME:
-                self._guard_time_ms = int(value)
+                self._guard_time_ms = value
             elif index == OD_LIFE_TIME_FACTOR:
-                self._life_factor = int(value)
+                self._life_factor = value
             elif index == OD_PRODUCER_HEARTBEAT:
-                self._producer_ms = int(value)
+                self._producer_ms = value
 
     def _configure_consumer(self, entry: int) -> None:
         assert self._network is not None
