@@ -15,7 +15,9 @@ Cases:
 - ``--monte-carlo N`` plants drawn from BRIEF §5 (Fs ~ U[0.5, 1.5]·nominal, Fc ~ U[0.6, 0.9]·Fs,
   vs ~ log-U[1e-4, 1e-1]) plus sigma0 ~ log-U[1e3, 1e5] and sigma1 from a bristle damping ratio
   ζ ~ U[0.1, 2] (sigma1 = 2ζ·sqrt(sigma0·J)); the believed set off by U[15 %, 30 %] per
-  parameter (J too) with random signs (Fs raised to Fc where needed, so the Fs/Fc ratio is wrong).
+  parameter (J too) with random signs (Fs raised to Fc where needed, so the Fs/Fc ratio is wrong);
+- ``--exact`` (and ``--identify``): each Monte Carlo plant also believed exactly
+  (``<name>/exact``), in the exact-set goal line: "any plausible table" on more than three.
 
 Figures per run: rms over the whole run, ``breakaway`` = rms over the first second of motion,
 ``steady`` = rms after it, ``second_half`` = rms over the second half (the scan goal).
@@ -267,6 +269,15 @@ def build_cases(cfg: Config, mismatch: float, kt_m: float, monte_carlo: int, see
     return cases
 
 
+def believed_exactly(cases: list[tuple[str, str, Config]]) -> list[tuple[str, str, Config]]:
+    """Each Monte Carlo case's plant believed exactly (friction and J): ``<case>/exact``, kind
+    ``exact``, so it joins the exact-set and never-worse goal lines ("any plausible table");
+    also the yardstick of what identification can reach on that plant (``--identify``)."""
+    return [(f"{name}/exact", "exact", dataclasses.replace(c, controller=dataclasses.replace(
+        c.controller, friction=c.plant.friction, J=c.plant.J)))
+        for name, kind, c in cases if kind == "mc"]
+
+
 def build_tasks(cases, out: Path, seed: int, duration_scale: float, modes=BENCH_MODES,
                 scenarios=GOAL_SCENARIOS) -> list[Task]:
     return [Task(case=name, cfg=c, scenario=sc, mode=mode,
@@ -407,6 +418,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma list (default: {','.join(GOAL_SCENARIOS)})")
     parser.add_argument("--cases", default="",
                         help="comma list of case names to run (default: every case)")
+    parser.add_argument("--exact", action="store_true",
+                        help="also run each Monte Carlo plant believed exactly (cases "
+                             "<name>/exact): they join the exact-set and never-worse goal lines")
     parser.add_argument("--identify", action="store_true",
                         help="also identify each non-reference plant (damped, stiff, Monte Carlo) "
                              "from the shipped believed set and run it with the identified set "
@@ -445,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
 
         plants = [c for c in cases if c[1] in ("exact", "mc") and c[0] != "reference"]
         cases = cases + identified_cases(plants, cfg, out, args.seed, spec)
+    if args.exact or args.identify:
+        cases = cases + believed_exactly(cases)
     scenarios = tuple(x for x in args.scenarios.split(",") if x)
     tasks = build_tasks(cases, out, args.seed, args.duration_scale, modes, scenarios)
     print(f"{len(cases)} cases × {len(scenarios)} scenarios × {len(modes)} modes = "

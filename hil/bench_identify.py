@@ -85,19 +85,15 @@ def identified_cases(cases: list[tuple[str, str, Config]], shipped: Config, out:
                      spec: ExecutorSpec | None = None) -> list[tuple[str, str, Config]]:
     """For each case's plant: identify starting from the shipped believed set (friction and J),
     then the case's config believing the identified set. Names ``<case>/id``, kind
-    ``identified``; plus ``<case>/exact`` (kind ``exact``) for Monte Carlo cases."""
+    ``identified`` (the yardstick, the Monte Carlo plants believed exactly, is
+    :func:`hil.bench_compensation.believed_exactly`)."""
     starts = [(name, dataclasses.replace(c, controller=dataclasses.replace(
         c.controller, friction=shipped.controller.friction, J=shipped.controller.J)))
         for name, _, c in cases]
     tasks = [IdentifyTask(name, c, seed, str(out / "identify" / name)) for name, c in starts]
     found = run_map(run_identify, tasks, spec)
-    identified = [(f"{name}/id", "identified", with_identified(c, f["params"])[0])
-                  for (name, c), f in zip(starts, found)]
-    # a Monte Carlo case believes a wrong set: its plant believed exactly is the yardstick of what
-    # identification could reach at best (kind exact, so it joins the exact-set goal line too)
-    exact = [(f"{name}/exact", "exact", dataclasses.replace(c, controller=dataclasses.replace(
-        c.controller, friction=c.plant.friction, J=c.plant.J))) for name, kind, c in cases if kind == "mc"]
-    return identified + exact
+    return [(f"{name}/id", "identified", with_identified(c, f["params"])[0])
+            for (name, c), f in zip(starts, found)]
 
 
 def exact_counterpart(name: str, kinds: dict[str, str]) -> str | None:

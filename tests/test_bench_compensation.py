@@ -68,3 +68,56 @@ def test_the_table_has_a_row_for_every_run_even_without_the_oracle():
     creep, step = (line.split() for line in lines[1:])
     assert creep[:4] == ["reference", "creep", "8.000", "2.000"] and creep[4] == "nan"
     assert step[:4] == ["reference", "step", "12.000", "3.000"]
+
+
+def test_monte_carlo_plants_believed_exactly_join_the_exact_set_and_never_worse_lines():
+    """``--exact``: each Monte Carlo plant also runs believed exactly (``<name>/exact``, the
+    plant's own friction and J); a worst ratio there is the exact-set line's worst, and a run
+    worse than ``stribeck`` on it breaks the never-worse line."""
+    from hil.bench_compensation import GOAL_SCENARIOS, believed_exactly
+
+    cases = build_cases(reference_config(), 0.2, 0.0, monte_carlo=2, seed=3)
+    exact = believed_exactly(cases)
+    assert [(name, kind) for name, kind, _ in exact] == [("mc0/exact", "exact"),
+                                                        ("mc1/exact", "exact")]
+    for (_, _, mc), (_, _, ex) in zip(cases[-2:], exact):
+        assert ex.controller.friction == mc.plant.friction != mc.controller.friction
+        assert ex.controller.J == mc.plant.J != mc.controller.J
+        assert ex.plant == mc.plant
+
+    def run(case: str, sc: str, mode: str, rms: float) -> dict:
+        return {"case": case, "scenario": sc, "mode": mode, "rms_error_rad": rms,
+                "breakaway_rms_rad": rms, "steady_rms_rad": rms, "second_half_rms_rad": rms}
+
+    rms = {"lugre_adaptive": 1.0, "oracle": 1.0, "stribeck": 3.0, "off": 5.0, "lugre": 1.0,
+           "coulomb": 4.0}
+    names = [name for name, _, _ in cases + exact]
+    results = [run(c, sc, m, v) for c in names for sc in GOAL_SCENARIOS for m, v in rms.items()]
+    bad = next(r for r in results if r["case"] == "mc1/exact" and r["scenario"] == "creep"
+               and r["mode"] == "lugre_adaptive")
+    bad.update(rms_error_rad=4.0, second_half_rms_rad=4.0)  # 4× oracle, worse than stribeck
+    lines = goal_report(cases + exact, results)
+    exact_line = next(line for line in lines if line.startswith("goal exact set"))
+    assert "NOT met" in exact_line and "creep 4.00 (mc1/exact)" in exact_line
+    never = next(line for line in lines if line.startswith("goal never worse"))
+    assert "NOT met" in never and "mc1/exact/creep vs stribeck" in never
+    without = goal_report(cases, [r for r in results if not r["case"].endswith("/exact")])
+    assert all(" met" in line and "NOT" not in line for line in without
+               if line.startswith(("goal exact set", "goal never worse")))
+
+
+def test_the_exact_flag_runs_each_monte_carlo_plant_believed_exactly(tmp_path):
+    import json
+
+    from controller.cli import main
+
+    out = tmp_path / "b"
+    assert main(["bench", "compensation", "--scenarios", "creep", "--modes", "off,lugre_adaptive",
+                 "--duration-scale", "0.05", "--monte-carlo", "1", "--cases", "mc0", "--exact",
+                 "--out", str(out)]) == 0
+    report = json.loads((out / "results.json").read_text())
+    assert report["cases"] == {"mc0": "mc", "mc0/exact": "exact"}
+    runs = {(r["case"], r["mode"]): r["rms_error_rad"] for r in report["results"]}
+    assert set(runs) == {(c, m) for c in ("mc0", "mc0/exact") for m in ("off", "lugre_adaptive")}
+    # the same plant, another belief: the model-based mode differs
+    assert runs[("mc0", "lugre_adaptive")] != runs[("mc0/exact", "lugre_adaptive")]
