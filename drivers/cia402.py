@@ -29,7 +29,9 @@ guarding only without one). The master's guard request (a remote frame on 0x700 
 rides on the tick like the master heartbeat, and the drive's answer (its NMT state; one whose
 bit 7 does not toggle is not taken) is what supervises the link in place of its heartbeat. A drive with neither is refused at ``enable``
 (``unprotected`` says why) unless ``allow_unprotected``, then warned at every enable;
-``protection`` names the mechanism in use.
+``protection`` names the mechanism in use. A clean ``close`` (the drive confirmed disabled)
+turns that watch off before leaving (0x1016:01 = 0, or 0x100D = 0), so the master's silence
+afterwards is no logged lapse on the drive; a drive still enabled keeps it.
 
 Faults: an EMCY latches FAULT in the feedback (code and decoded text); only :meth:`reset_fault`
 sends the rising edge of controlword bit 7, and it disables first. ``enable`` never resets a
@@ -450,11 +452,32 @@ class Cia402Backend(Backend):
 
     def _close(self) -> None:
         if self._node is not None:
+            if not self.enabled:  # confirmed disabled: the link's watch is no longer needed
+                self._disarm_supervision()
             try:
                 self._send(NMT_COB_ID, bytes([NMT_PRE_OPERATIONAL, self.settings.node_id]))
             except BackendError as err:
                 log.warning("%s: close: NMT pre-operational not sent: %s", self._where, err)
         self._release()
+
+    def _disarm_supervision(self) -> None:
+        """At a clean close, with the drive confirmed disabled: turn off what watches the master
+        (heartbeat consumer 0x1016:01 = 0, or life time factor 0x100D = 0, CiA 301's "not used"),
+        so the master's silence from here on is not logged by the drive as a heartbeat or life
+        guarding error (EMCY 0x8130). A drive still enabled keeps it: its lapse is the stop. A
+        failed write is only logged: the lapse then shows on the drive, disabled all the same."""
+        writes = []
+        if self._master_heartbeat:
+            writes.append((OD_CONSUMER_HEARTBEAT, 1, struct.pack("<I", 0), "consumer heartbeat"))
+        if self._guarding:
+            writes.append((OD_LIFE_TIME_FACTOR, 0, bytes([0]), "life time factor"))
+        self._master_heartbeat = self._guarding = False
+        for index, sub, data, what in writes:
+            try:
+                self._sdo_write(index, sub, data, what)
+            except BackendError as err:
+                log.warning("%s: close: %s not turned off (the drive may log a lapse of the "
+                            "master): %s", self._where, what, err)
 
     def _enable(self, timeout_s: float) -> None:
         if self.unprotected:

@@ -13,13 +13,14 @@ LocalNode does not do, this module does, as a real drive would:
   OPERATION ENABLED in CST, and reports position 0x6064 [counts, i32 wrapping], current 0x6078
   and torque 0x6077 [‰],
 - watches the master heartbeat when 0x1016 is configured (after the first one arrives): a lapse
-  while the power stage is on is EMCY 0x8130 and FAULT; leaving NMT OPERATIONAL while powered
+  is EMCY 0x8130 in any state, and FAULT while the power stage is on (``supervision_lapses``
+  counts them; 0x1016:01 written 0 stops the watch); leaving NMT OPERATIONAL while powered
   disables the voltage. ``heartbeat_consumer`` makes it a drive that refuses 0x1016 (SDO abort)
   or one that acknowledges the write but ignores it (0 reads back), to test the driver's refusal,
 - answers node guarding (a remote frame on 0x700 + node id: its NMT state, bit 7 toggling) while
   its heartbeat producer 0x1017 is 0, as CiA 301 has it, and runs life guarding once the first
   guard request came with guard time 0x100C and life time factor 0x100D both set: no request
-  for their product while powered is EMCY 0x8130 and FAULT. ``node_guarding="refused"`` aborts
+  for their product is a lapse as above (0x100D written 0 stops it). ``node_guarding="refused"`` aborts
   writes of 0x100C/0x100D (a drive without it).
 
 Modes: ``lockstep`` — the plant advances exactly one ``period_s`` per SYNC (after the TPDOs of
@@ -229,6 +230,7 @@ class Cia402Emulator:
         self.tpdo_dropped = 0
         self.master_heartbeats = 0
         self.guard_requests = 0
+        self.supervision_lapses = 0  # heartbeat-consumer or life-guarding lapses (EMCY 0x8130)
         self.overruns = 0  # realtime: plant periods started late
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -448,20 +450,27 @@ class Cia402Emulator:
         return 0.0
 
     def _check_consumer(self) -> None:
-        """Heartbeat consumer and life guarding: a lapse while powered is EMCY 0x8130 and
-        FAULT."""
+        """Heartbeat consumer and life guarding: a lapse is EMCY 0x8130 in any state (counted in
+        ``supervision_lapses``), and FAULT while powered (CiA 301: the event is signalled
+        whatever the power stage; what it does to the drive is the device profile's)."""
         now = time.monotonic()
         if (self._consumer is not None and self._master_hb_s is not None
                 and not self._consumer_expired and now - self._master_hb_s > self._consumer[1]):
             self._consumer_expired = True
-            if self._state in _POWERED:
-                self._fault(_EMCY_HEARTBEAT)
+            self._lapse()
         life_s = self._guard_time_ms * self._life_factor / 1000.0
         if (self._guard_s is not None and life_s > 0.0 and self._producer_ms == 0
                 and not self._life_expired and now - self._guard_s > life_s):
             self._life_expired = True
-            if self._state in _POWERED:
-                self._fault(_EMCY_HEARTBEAT)
+            self._lapse()
+
+    def _lapse(self) -> None:
+        self.supervision_lapses += 1
+        if self._state in _POWERED:
+            self._fault(_EMCY_HEARTBEAT)
+        else:
+            self.error_register = error_register_for(_EMCY_HEARTBEAT)
+            self._send(self.ids.emcy, encode_emcy(_EMCY_HEARTBEAT, self.error_register))
 
     # --- bus callbacks (Notifier thread) ---------------------------------------------------------
     def _on_sync(self, can_id: int, data: bytearray, timestamp: float) -> None:

@@ -557,6 +557,23 @@ def test_drive_without_consumer_is_protected_by_life_guarding(emulator, channel,
         assert fb.state is DriveState.FAULT and fb.fault_code == 0x8130
 
 
+def test_a_clean_close_turns_life_guarding_off_and_the_drive_logs_no_lapse(emulator, channel,
+                                                                            clock):
+    """After a run under life guarding, close() (the drive confirmed disabled) writes the life
+    time factor 0x100D = 0 before leaving: the master's silence from then on is no lapse, where
+    a drive left guarded logs EMCY 0x8130 in pre-operational (``supervision_lapses``)."""
+    with Cia402Backend(_settings(channel, allow_unprotected=False), clock) as backend:
+        assert backend.protection == "life guarding"
+        backend.enable()
+        for _ in range(100):
+            _tick(backend, clock)
+        assert emulator.guard_requests >= 1
+    life_s = 0.05 * math.ceil(HB_TIMEOUT_S / 0.05 - 1e-9)
+    assert emulator.node.sdo.upload(0x100D, 0) == bytes([0])
+    time.sleep(life_s + 0.3)  # the drive's own clock: nothing on the bus to wait for
+    assert emulator.supervision_lapses == 0 and not emulator.state.is_fault
+
+
 def test_a_guarding_answer_that_does_not_toggle_is_not_taken(emulator, channel, clock):
     """CiA 301: the master takes a node-guarding answer only when bit 7 toggled; a repeated
     (stale or duplicated) answer does not refresh the link, and a drive that only repeats
@@ -640,6 +657,28 @@ def test_consumer_confirmed_by_read_back(channel, clock):
             backend.enable()
             _tick(backend, clock)
             assert emu.state is PowerState.OPERATION_ENABLED and emu.master_heartbeats >= 1
+        # a clean close turns the consumer off (0x1016:01 = 0): no lapse logged afterwards
+        assert emu.node.sdo.upload(0x1016, 1) == bytes(4)
+        time.sleep(HB_TIMEOUT_S + 0.3)  # the drive's own clock: nothing on the bus to wait for
+        assert emu.supervision_lapses == 0
+
+
+def test_a_close_that_cannot_confirm_the_disable_keeps_the_drive_supervised(channel, clock):
+    """A drive that does not obey the disable (injected) is still enabled at close: its
+    heartbeat consumer is left on, so the master's silence is still a lapse (EMCY 0x8130) on
+    top of the NMT pre-operational that close sends (which leaves OPERATION ENABLED)."""
+    with Cia402Emulator(_config().plant, channel=channel, node_id=5) as emu:
+        backend = Cia402Backend(_settings(channel, node_id=5, eds_path="", allow_unprotected=False,
+                                          timeout_s=0.2), clock)
+        backend.open()
+        backend.enable()
+        _tick(backend, clock)
+        emu.ignore_disable()
+        backend.close()  # the disable is not confirmed (logged): enabled stays True
+        assert backend.enabled
+        assert emu.node.sdo.upload(0x1016, 1) != bytes(4)
+        assert emu.wait_until(lambda e: e.supervision_lapses == 1, HB_TIMEOUT_S + 1.0)
+        assert emu.state is not PowerState.OPERATION_ENABLED
 
 
 def test_receive_thread_survives_any_frame_on_the_drivers_ids(backend, emulator, clock, channel):
