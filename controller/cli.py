@@ -96,13 +96,13 @@ def _load(args: argparse.Namespace, *, params: bool = True):
     from .config import load_config, resolve_config_path
 
     cfg = load_config(resolve_config_path(args.config))
-    params = getattr(args, "params", None) if params else None
-    if params:
+    path = getattr(args, "params", None) if params else None
+    if path:
         from .params_file import apply_params, load_params_file
 
-        identified = load_params_file(_existing_file(params))
+        identified = load_params_file(_existing_file(path))
         cfg = apply_params(cfg, identified)
-        print(f"frictionctl: {params}: applied as controller.friction"
+        print(f"frictionctl: {path}: applied as controller.friction"
               + (f" and controller.J ({identified.J:.5g} kg·m²)" if identified.J is not None else ""),
               file=sys.stderr)
     return cfg
@@ -430,15 +430,19 @@ def cmd_identify(args: argparse.Namespace) -> int:
 
     from hil.identify import IdentificationError, identify, identify_from_log
 
+    from .friction import DirectionalParams
+
     cfg = _load(args)
     out = Path(args.out)
     if args.from_log:
         result = identify_from_log([_existing_file(log) for log in args.from_log], cfg, out)
     else:
+        from drivers.backend import Clock
         from drivers.registry import backend_class
 
         from .clock import RealClock, SimClock
 
+        clock: Clock
         if args.backend == "sim":
             from hil.sim_backend import SimBackend
 
@@ -471,7 +475,8 @@ def cmd_identify(args: argparse.Namespace) -> int:
         progress.done()
     p = result.friction
     print(f"identified friction ({'per direction' if result.directional else 'both directions'}):")
-    sets = (("forward", p.forward), ("reverse", p.reverse)) if result.directional else (("", p),)
+    sets = (("forward", p.forward), ("reverse", p.reverse)) if isinstance(p, DirectionalParams) \
+        else (("", p),)
     for label, q in sets:
         print(f"  {label:<8}" + "  ".join(f"{k} {v:.5g}" for k, v in q.as_dict().items()))
     if result.J is not None:

@@ -411,10 +411,9 @@ class ScheduleConfig:
 
 
 def _same_set(a: FrictionParams, b: FrictionParams) -> bool:
-    if isinstance(a, DirectionalParams) != isinstance(b, DirectionalParams):
-        return False
-    if isinstance(a, DirectionalParams) and isinstance(b, DirectionalParams):
-        return _same_set(a.forward, b.forward) and _same_set(a.reverse, b.reverse)
+    if isinstance(a, DirectionalParams) or isinstance(b, DirectionalParams):
+        return (isinstance(a, DirectionalParams) and isinstance(b, DirectionalParams)
+                and _same_set(a.forward, b.forward) and _same_set(a.reverse, b.reverse))
     da, db = a.as_dict(), b.as_dict()
     return all(math.isclose(da[k], db[k], rel_tol=1e-9, abs_tol=0.0) for k in da)
 

@@ -121,6 +121,7 @@ def __getattr__(name: str) -> Any:
 
 def passivity_warning(params: FrictionParams) -> str | None:
     """A one-line warning when a passivity margin is negative, else None."""
+    sets: tuple[tuple[str, LuGreParams], ...]
     if isinstance(params, DirectionalParams):
         sets = (("forward ", params.forward), ("reverse ", params.reverse))
     else:
@@ -152,7 +153,7 @@ def _static(params: FrictionParams, v, v_eps: float, with_stribeck: bool):
         out = np.where(v_arr >= 0.0, fwd, rev)
         return float(out) if out.ndim == 0 else out
     p = params
-    level = p.Fc
+    level: float | np.ndarray = p.Fc
     if with_stribeck:
         level = p.Fc + (p.Fs - p.Fc) * np.exp(-(np.abs(v_arr / p.vs) ** p.delta))
     out = level * _sign(v_arr, v_eps) + p.sigma2 * v_arr

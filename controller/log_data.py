@@ -221,7 +221,7 @@ def to_pandas(run: "RunLog", *, named_codes: bool = True):
     columns (fault, drive_state) become categoricals of their names ("NONE",
     "FOLLOWING_ERROR", "ENABLED"). ``df.attrs`` holds ``units`` and ``header``."""
     try:
-        import pandas as pd
+        import pandas as pd  # type: ignore[import-untyped]  # optional, no stubs
     except ImportError:
         raise ImportError("RunLog.to_pandas() needs pandas, which frictionctl does not install: "
                           "pip install pandas (or use RunLog.to_numpy())") from None

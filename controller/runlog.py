@@ -234,7 +234,7 @@ class RunLogWriter(LogRing):
                 n = pending
             else:
                 return
-            records = []
+            records: list[bytes | memoryview] = []
             for first in range(slot, slot + n, c):
                 rows = min(c, slot + n - first)
                 payload = self._ring_view[first * rb:(first + rows) * rb]

@@ -53,7 +53,7 @@ class Session:
 
 def versions() -> dict[str, str]:
     import numpy
-    import scipy
+    import scipy  # type: ignore[import-untyped]
 
     from .compiled import active_path
 

@@ -15,7 +15,7 @@ import typing
 from pathlib import Path
 from typing import Any, Callable, Literal, Union
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # no stubs needed: safe_load only
 
 
 class ConfigError(ValueError):
@@ -57,7 +57,7 @@ def parse(tp: Any, value: Any, path: str = "") -> Any:
     if tp in _PARSERS:
         return _PARSERS[tp](value, path)
     origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return parse_dataclass(tp, value, path)
     if origin in (Union, types.UnionType):
         args = typing.get_args(tp)

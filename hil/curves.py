@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ def hysteresis_area(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def friction_curves(cfg: PlantConfig, out_png: Path, seed: int = 0,
-                    axis: AxisUnits = ROTARY) -> dict[str, float]:
+                    axis: AxisUnits = ROTARY) -> dict[str, Any]:
     """Plot friction vs velocity (with the Stribeck curve) and the pre-sliding loop; return facts
     (with ``units``: the keys keep their rotary names, the units are ``axis``')."""
     import matplotlib
