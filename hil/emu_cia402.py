@@ -435,9 +435,12 @@ class Cia402Emulator:
         if transition is not None:
             self._set_state(state, transition)
 
-    def _fault(self, code: int, vendor: bytes = b"") -> None:
+    def _emcy(self, code: int, vendor: bytes = b"") -> None:
         self.error_register = error_register_for(code)
         self._send(self.ids.emcy, encode_emcy(code, self.error_register, vendor))
+
+    def _fault(self, code: int, vendor: bytes = b"") -> None:
+        self._emcy(code, vendor)
         if not self._state.is_fault:
             self._set_state(PowerState.FAULT_REACTION_ACTIVE, 13)
 
@@ -469,8 +472,7 @@ class Cia402Emulator:
         if self._state in _POWERED:
             self._fault(_EMCY_HEARTBEAT)
         else:
-            self.error_register = error_register_for(_EMCY_HEARTBEAT)
-            self._send(self.ids.emcy, encode_emcy(_EMCY_HEARTBEAT, self.error_register))
+            self._emcy(_EMCY_HEARTBEAT)
 
     # --- bus callbacks (Notifier thread) ---------------------------------------------------------
     def _on_sync(self, can_id: int, data: bytearray, timestamp: float) -> None:
