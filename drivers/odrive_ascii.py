@@ -267,7 +267,8 @@ class ODriveAsciiBackend(Backend):
                  for part in ("major", "minor", "revision")]
         self.firmware = FirmwareVersion(parts[0], parts[1], parts[2])
         log.info("%s: firmware %s on %s", self.name, self.firmware, self._port_name())
-        refusal = firmware_refusal(self.firmware, "ASCII")
+        refusal = firmware_refusal(self.firmware, "ASCII",
+                                   why="0.6 renamed properties and moved error codes")
         if refusal:
             raise BackendError(f"{self.name}: {self._port_name()}: {refusal}")
 

@@ -1,5 +1,8 @@
 """ODrive CAN Simple (firmware 0.5.6): pure encode/decode of the frames this project uses.
 
+What firmware 0.6 changed (heartbeat layout, error bits, Get_Error, Clear_Errors' byte) is in
+:mod:`drivers.odrive_codec06`; :mod:`drivers.odrive_dialect` says which layout a firmware speaks.
+
 No I/O and no python-can here: a :class:`Frame` is an 11-bit arbitration id, the data bytes and
 the RTR flag. The driver and the emulator convert to ``can.Message`` at their edge.
 
@@ -152,7 +155,7 @@ class MotorError(enum.IntFlag):
     UNBALANCED_PHASES = 0x800000000
 
 
-def _flag_text(code: int, flags: type[enum.IntFlag], texts: dict[int, str] | None = None) -> str:
+def flag_text(code: int, flags: type[enum.IntFlag], texts: dict[int, str] | None = None) -> str:
     """``A | B`` for the set bits of ``code``; bits the table does not know as ``0x…`` (hex)."""
     if code == 0:
         return "NONE"
@@ -170,12 +173,12 @@ def _flag_text(code: int, flags: type[enum.IntFlag], texts: dict[int, str] | Non
 
 def axis_error_text(code: int) -> str:
     """Text for an ``axis.error`` value (0.5.6 bits), e.g. ``WATCHDOG_TIMER_EXPIRED (…)``."""
-    return _flag_text(code, AxisError, AXIS_ERROR_TEXT)
+    return flag_text(code, AxisError, AXIS_ERROR_TEXT)
 
 
 def motor_error_text(code: int) -> str:
     """Text for a ``motor.error`` value (0.5.6 bits)."""
-    return _flag_text(code, MotorError)
+    return flag_text(code, MotorError)
 
 
 # --- frames -------------------------------------------------------------------------------------
@@ -212,32 +215,39 @@ def arbitration_id(node_id: int, cmd: int) -> int:
     return node_id << 5 | cmd
 
 
-def _name(arb_id: int) -> str:
+def frame_name(arb_id: int, name: str | None = None) -> str:
+    """``0x063 (Get_Motor_Error)`` for error messages; ``name`` overrides the 0.5.6 command name
+    (0.6 reuses ids under other names)."""
     cmd = arb_id & 0x1F
-    try:
-        return f"0x{arb_id:03X} ({Cmd(cmd).name.title()})"
-    except ValueError:
-        return f"0x{arb_id:03X} (cmd 0x{cmd:02X})"
+    if name is None:
+        try:
+            name = Cmd(cmd).name.title()
+        except ValueError:
+            return f"0x{arb_id:03X} (cmd 0x{cmd:02X})"
+    return f"0x{arb_id:03X} ({name})"
 
 
-def _check(frame: Frame, cmd: Cmd, min_len: int) -> None:
+def check_frame(frame: Frame, cmd: Cmd, min_len: int, name: str | None = None) -> None:
+    """Raise ProtocolError (naming the frame) unless ``frame`` is a ``cmd`` data frame of at
+    least ``min_len`` bytes; ``name`` as in :func:`frame_name`."""
+    where = f"frame {frame_name(frame.arbitration_id, name)}"
     if frame.cmd != cmd:
-        raise ProtocolError(f"frame {_name(frame.arbitration_id)}: expected cmd 0x{cmd:02X} {cmd.name}")
+        raise ProtocolError(f"{where}: expected cmd 0x{cmd:02X} {name or cmd.name}")
     if frame.rtr:
-        raise ProtocolError(f"frame {_name(frame.arbitration_id)}: remote frame carries no data")
+        raise ProtocolError(f"{where}: remote frame carries no data")
     if len(frame.data) < min_len:
-        raise ProtocolError(f"frame {_name(frame.arbitration_id)}: {len(frame.data)} data bytes, "
-                            f"expected {min_len}")
+        raise ProtocolError(f"{where}: {len(frame.data)} data bytes, expected {min_len}")
+
 
 
 def _f32(frame: Frame, offset: int, what: str) -> float:
     (value,) = struct.unpack_from("<f", frame.data, offset)
     if not math.isfinite(value):
-        raise ProtocolError(f"frame {_name(frame.arbitration_id)} byte {offset}: {what} is {value}")
+        raise ProtocolError(f"frame {frame_name(frame.arbitration_id)} byte {offset}: {what} is {value}")
     return value
 
 
-def _u32(frame: Frame, offset: int) -> int:
+def u32_at(frame: Frame, offset: int) -> int:
     return struct.unpack_from("<I", frame.data, offset)[0]
 
 
@@ -252,7 +262,7 @@ def _two_f32(node_id: int, cmd: Cmd, a: float, b: float) -> Frame:
 
 def _decode_two_f32(frame: Frame, cmd: Cmd, what_a: str, what_b: str) -> tuple[float, float]:
     """The two finite f32 at @0 and @4 of an 8-byte ``cmd`` frame (``what_*`` name them in errors)."""
-    _check(frame, cmd, 8)
+    check_frame(frame, cmd, 8)
     return _f32(frame, 0, what_a), _f32(frame, 4, what_b)
 
 
@@ -293,16 +303,23 @@ def encode_heartbeat(node_id: int, hb: Heartbeat) -> Frame:
     return Frame(arbitration_id(node_id, Cmd.HEARTBEAT), payload)
 
 
-def decode_heartbeat(frame: Frame) -> Heartbeat:
-    _check(frame, Cmd.HEARTBEAT, 8)
+def heartbeat_axis_state(frame: Frame) -> AxisState:
+    """The part of a heartbeat every firmware lays out alike: 8 bytes, axis state u8 @4 (a
+    known state). Raises ProtocolError otherwise. Nothing here depends on the firmware."""
+    check_frame(frame, Cmd.HEARTBEAT, 8)
     raw_state = frame.data[4]
     try:
-        state = AxisState(raw_state)
+        return AxisState(raw_state)
     except ValueError:
-        raise ProtocolError(f"frame {_name(frame.arbitration_id)} byte 4: unknown axis state "
+        raise ProtocolError(f"frame {frame_name(frame.arbitration_id)} byte 4: unknown axis state "
                             f"{raw_state}") from None
+
+
+def decode_heartbeat(frame: Frame) -> Heartbeat:
+    """The 0.5.6 layout (0.6: :func:`drivers.odrive_codec06.decode_heartbeat06`)."""
+    state = heartbeat_axis_state(frame)
     d = frame.data
-    return Heartbeat(_u32(frame, 0), state, bool(d[5] & 1), bool(d[6] & 1), bool(d[7] & 1),
+    return Heartbeat(u32_at(frame, 0), state, bool(d[5] & 1), bool(d[6] & 1), bool(d[7] & 1),
                      bool(d[7] & 0x80))
 
 
@@ -310,7 +327,8 @@ def decode_heartbeat(frame: Frame) -> Heartbeat:
 # Layout (ODrive 0.6 CAN Simple): protocol_version u8 @0, hw_version major/minor/variant u8 @1..3,
 # fw_version major/minor/revision u8 @4..6, fw_version_unreleased u8 @7.
 
-#: The firmware line whose protocols (CAN Simple and ASCII) the ODrive drivers speak.
+#: The firmware line whose ASCII protocol the ASCII driver speaks (the CAN driver speaks more:
+#: :data:`drivers.odrive_dialect.CAN_FIRMWARE`).
 SUPPORTED_FIRMWARE = (0, 5)
 
 
@@ -329,14 +347,18 @@ class FirmwareVersion:
         return text
 
 
-def firmware_refusal(version: FirmwareVersion, link: str) -> str | None:
-    """Why a driver must not talk to this firmware, or None when it speaks its protocol."""
-    if (version.major, version.minor) == SUPPORTED_FIRMWARE:
+def firmware_refusal(version: FirmwareVersion, link: str,
+                     supported: tuple[tuple[int, int], ...] = (SUPPORTED_FIRMWARE,),
+                     why: str = "") -> str | None:
+    """Why a driver must not talk to this firmware (one line naming it), or None when its
+    (major, minor) is one of ``supported``, the lines whose ``link`` protocol the driver speaks;
+    ``why`` says what differs in the others."""
+    if (version.major, version.minor) in supported:
         return None
-    line = ".".join(map(str, SUPPORTED_FIRMWARE))
-    return (f"firmware {version}: this driver speaks the {link} protocol of firmware {line}.x "
-            f"(0.6 renamed properties, moved error codes and changed the heartbeat); "
-            f"flash {line}.6 or use a driver for that firmware")
+    lines = [f"{major}.{minor}.x" for major, minor in supported]
+    return (f"firmware {version}: this driver speaks the {link} protocol of firmware "
+            f"{' and '.join(lines)}{f' ({why})' if why else ''}; flash {' or '.join(lines)} or use "
+            f"a driver for that firmware")
 
 
 def encode_version(node_id: int, version: FirmwareVersion, protocol_version: int = 2) -> Frame:
@@ -347,10 +369,10 @@ def encode_version(node_id: int, version: FirmwareVersion, protocol_version: int
 
 
 def decode_version(frame: Frame) -> FirmwareVersion:
-    _check(frame, Cmd.GET_VERSION, 8)
+    check_frame(frame, Cmd.GET_VERSION, 8)
     d = frame.data
     if d[7] > 1:  # fw_version_unreleased is a bool: anything else is not a version reply
-        raise ProtocolError(f"frame {_name(frame.arbitration_id)} byte 7: unreleased flag is "
+        raise ProtocolError(f"frame {frame_name(frame.arbitration_id)} byte 7: unreleased flag is "
                             f"{d[7]}, not 0 or 1")
     return FirmwareVersion(d[4], d[5], d[6], bool(d[7]), (d[1], d[2], d[3]))
 
@@ -363,7 +385,7 @@ def encode_estop(node_id: int) -> Frame:
 
 
 def encode_clear_errors(node_id: int) -> Frame:
-    """DLC 0 in 0.5.6 (0.6 takes one byte)."""
+    """DLC 0 in 0.5.6 (0.6 takes one byte: :func:`drivers.odrive_codec06.encode_clear_errors06`)."""
     return Frame(arbitration_id(node_id, Cmd.CLEAR_ERRORS), b"")
 
 
@@ -373,8 +395,8 @@ def encode_set_axis_state(node_id: int, state: AxisState) -> Frame:
 
 def decode_set_axis_state(frame: Frame) -> int:
     """The requested state as sent (an int: the receiver decides what it supports)."""
-    _check(frame, Cmd.SET_AXIS_STATE, 4)
-    return _u32(frame, 0)
+    check_frame(frame, Cmd.SET_AXIS_STATE, 4)
+    return u32_at(frame, 0)
 
 
 def encode_set_controller_mode(node_id: int, control_mode: ControlMode, input_mode: InputMode) -> Frame:
@@ -383,8 +405,8 @@ def encode_set_controller_mode(node_id: int, control_mode: ControlMode, input_mo
 
 def decode_set_controller_mode(frame: Frame) -> tuple[int, int]:
     """(control_mode, input_mode) as sent."""
-    _check(frame, Cmd.SET_CONTROLLER_MODE, 8)
-    return _u32(frame, 0), _u32(frame, 4)
+    check_frame(frame, Cmd.SET_CONTROLLER_MODE, 8)
+    return u32_at(frame, 0), u32_at(frame, 4)
 
 
 def encode_set_input_torque(node_id: int, torque_nm: float) -> Frame:
@@ -393,7 +415,7 @@ def encode_set_input_torque(node_id: int, torque_nm: float) -> Frame:
 
 
 def decode_set_input_torque(frame: Frame) -> float:
-    _check(frame, Cmd.SET_INPUT_TORQUE, 4)
+    check_frame(frame, Cmd.SET_INPUT_TORQUE, 4)
     return _f32(frame, 0, "input_torque")
 
 
@@ -460,5 +482,5 @@ def encode_motor_error(node_id: int, motor_error: int) -> Frame:
 
 
 def decode_motor_error(frame: Frame) -> int:
-    _check(frame, Cmd.GET_MOTOR_ERROR, 8)
+    check_frame(frame, Cmd.GET_MOTOR_ERROR, 8)
     return struct.unpack_from("<Q", frame.data, 0)[0]

@@ -27,6 +27,7 @@ from controller.runlog import MAGIC, LogFormatError, _parse_header
 from drivers import cia402_protocol as cia
 from drivers import odrive_ascii_codec as asc
 from drivers import odrive_codec as oc
+from drivers import odrive_codec06 as oc6
 from drivers.errors import ProtocolError
 
 
@@ -125,6 +126,9 @@ def targets() -> list[Target]:
         "odrive_can.set_limits": (oc.decode_set_limits, oc.Cmd.SET_LIMITS),
         "odrive_can.bus_voltage_current": (oc.decode_bus_voltage_current, oc.Cmd.GET_BUS_VOLTAGE_CURRENT),
         "odrive_can.motor_error": (oc.decode_motor_error, oc.Cmd.GET_MOTOR_ERROR),
+        "odrive_can.heartbeat06": (oc6.decode_heartbeat06, oc.Cmd.HEARTBEAT),
+        "odrive_can.error_status06": (oc6.decode_error_status, oc.Cmd.GET_MOTOR_ERROR),
+        "odrive_can.clear_errors06": (oc6.decode_clear_errors06, oc.Cmd.CLEAR_ERRORS),
     }
     out = [Target(name, (lambda rng, c=cmd: _can_frame(rng, c)), fn, (ProtocolError,))
            for name, (fn, cmd) in can_decoders.items()]

@@ -15,13 +15,15 @@ from hypothesis import strategies as st
 from controller.runlog import MAGIC, LogFormatError, _parse_header
 from drivers import odrive_ascii_codec as asc
 from drivers import odrive_codec as oc
+from drivers import odrive_codec06 as oc6
 from drivers.cia402_protocol import decode_emcy, decode_mapping_entry, decode_statusword
 from drivers.errors import ProtocolError
 from hil.fuzz import finite_everywhere, fuzz, targets
 
 CAN_DECODERS = (oc.decode_heartbeat, oc.decode_encoder_estimates, oc.decode_iq,
                 oc.decode_set_input_torque, oc.decode_set_axis_state, oc.decode_set_limits,
-                oc.decode_bus_voltage_current, oc.decode_motor_error)
+                oc.decode_bus_voltage_current, oc.decode_motor_error, oc6.decode_heartbeat06,
+                oc6.decode_error_status, oc6.decode_clear_errors06)
 
 
 def _never_lies(fn, arg, errors):
