@@ -1,4 +1,4 @@
-"""An emulated ODrive (CAN Simple, firmware 0.5.6) on the far side of a python-can bus.
+"""An emulated ODrive (CAN Simple, firmware 0.5.6 or 0.6) on the far side of a python-can bus.
 
 The emulator opens its own bus on ``channel`` (``interface='virtual'`` by default: every bus on
 the same channel in this process sees the others' frames) and serves one axis
@@ -9,14 +9,20 @@ thread:
   ``heartbeat_every_ticks`` torque commands (lockstep).
 - Set_Axis_State (IDLE / CLOSED_LOOP_CONTROL), Set_Controller_Mode, Set_Input_Torque, Set_Limits,
   Clear_Errors, Estop.
-- Get_Encoder_Estimates, Get_Iq, Get_Bus_Voltage_Current, Get_Motor_Error answered when the
-  request is RTR or has DLC 0; the reply uses the request's id.
+- Get_Encoder_Estimates, Get_Iq, Get_Bus_Voltage_Current, Get_Motor_Error (0.6: Get_Error)
+  answered when the request is RTR or has DLC 0; the reply uses the request's id.
 - ``cyclic_feedback``: encoder estimates and Iq sent without request — every ``dt_s`` of wall time
   (REALTIME), or after every torque command (LOCKSTEP).
 - The drive watchdog (``watchdog_timeout_s``, None = disabled as by default on the drive): every
   frame addressed to the axis feeds it, requests included; checked in CLOSED_LOOP only (in
   LOCKSTEP until the loop's first plant period, see :class:`~hil.odrive_axis.ODriveEmulatorBase`).
 - Get_Version (0x00) answered only with ``firmware`` given (0.6+ behaviour; 0.5.6 is silent).
+- ``firmware`` 0.6 or later speaks 0.6's layouts (:mod:`drivers.odrive_codec06`): the heartbeat
+  with the procedure result at byte 5, 0.6's error bits (watchdog expiry 0x1000000, estop
+  0x2000000), Get_Error (active errors, disarm reason) on cmd 0x03, Clear_Errors with DLC 1
+  (Identify; counted in ``identify_requests``) — and with DLC 0, taken as Identify 0 as ODrive's
+  maintainer advised for ros_odrive (PR #14); an RTR Clear_Errors is rejected. No firmware, or
+  0.5.x: 0.5.6 exactly as before. ``clear_errors_dlc`` lists the DLC of every Clear_Errors.
 
 Modes (:class:`~hil.odrive_axis.EmuMode`): LOCKSTEP advances the plant one ``dt_s`` per
 Set_Input_Torque received (in any state: in IDLE the current command is zero) — deterministic,
@@ -42,17 +48,28 @@ import can
 
 from controller.config import PlantConfig
 from drivers.errors import ProtocolError
-from drivers.odrive_codec import (REQUESTABLE, AxisError, Cmd, FirmwareVersion, Frame,
+from drivers.odrive_codec import (REQUESTABLE, Cmd, FirmwareVersion, Frame, Heartbeat,
                                   decode_set_axis_state, decode_set_controller_mode,
                                   decode_set_input_torque,
                                   decode_set_limits, encode_bus_voltage_current,
                                   encode_encoder_estimates, encode_heartbeat, encode_iq,
                                   encode_motor_error, encode_version)
+from drivers.odrive_codec06 import (decode_clear_errors06, encode_error_status,
+                                    encode_heartbeat06)
+from drivers.odrive_dialect import DIALECT_05, DIALECT_06, Dialect
 from hil.odrive_axis import EmuMode, ODriveEmulatorBase
 
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.005  # longest the service thread blocks in recv [s]
+
+
+def emulated_dialect(firmware: FirmwareVersion | None) -> Dialect:
+    """0.5.6 without a firmware or with 0.5.x; 0.6's layouts for 0.6 and anything later (a later
+    firmware is emulated as 0.6-like: the driver is to refuse it by its version alone)."""
+    if firmware is None or (firmware.major, firmware.minor) < (0, 6):
+        return DIALECT_05
+    return DIALECT_06
 
 
 def to_message(frame: Frame) -> can.Message:
@@ -77,7 +94,7 @@ class ODriveCanEmulator(ODriveEmulatorBase):
         ``clock``: wall time [s]."""
         super().__init__(plant, seed=seed, mode=mode, dt_s=dt_s,
                          watchdog_timeout_s=watchdog_timeout_s, bus_voltage_v=bus_voltage_v,
-                         clock=clock)
+                         clock=clock, dialect=emulated_dialect(firmware))
         self.node_id = node_id
         self.channel = channel
         self.interface = interface
@@ -95,6 +112,8 @@ class ODriveCanEmulator(ODriveEmulatorBase):
         self.responses_dropped = 0
         self.rejected_frames = 0
         self.error_frames_received = 0
+        self.identify_requests = 0  # 0.6 Clear_Errors with Identify 1
+        self.clear_errors_dlc: list[int] = []  # the DLC of every Clear_Errors received
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> "ODriveCanEmulator":
@@ -133,8 +152,8 @@ class ODriveCanEmulator(ODriveEmulatorBase):
                 self.send_heartbeat()
 
     def expire_watchdog(self) -> None:
-        """Expire the drive watchdog now (as if the host had gone silent)."""
-        self.inject_axis_error(AxisError.WATCHDOG_TIMER_EXPIRED)
+        """Expire the drive watchdog now (as if the host had gone silent): the firmware's bit."""
+        self.inject_axis_error(self.axis.dialect.watchdog_expired)
 
     def send_error_frame(self, error_class: int = 0) -> None:
         """Put one CAN error frame on the bus (``error_class``: SocketCAN's CAN_ERR_* bits in the
@@ -150,7 +169,14 @@ class ODriveCanEmulator(ODriveEmulatorBase):
 
     def send_heartbeat(self) -> None:
         with self._lock:
-            self._send(encode_heartbeat(self.node_id, self.axis.heartbeat()))
+            self._send(self._heartbeat_frame())
+
+    def _heartbeat_frame(self) -> Frame:
+        """The axis's heartbeat in its firmware's layout."""
+        hb = self.axis.heartbeat()
+        if isinstance(hb, Heartbeat):
+            return encode_heartbeat(self.node_id, hb)
+        return encode_heartbeat06(self.node_id, hb)
 
     # --- service thread ----------------------------------------------------------------------------
     def _run(self) -> None:
@@ -181,7 +207,7 @@ class ODriveCanEmulator(ODriveEmulatorBase):
 
     def _periodic(self, now: float) -> None:
         if self.heartbeat_period_s and now >= self._next_heartbeat:
-            self._send(encode_heartbeat(self.node_id, self.axis.heartbeat()))
+            self._send(self._heartbeat_frame())
             self._next_heartbeat = max(self._next_heartbeat + self.heartbeat_period_s, now)
 
     def _send_queued(self, item: Frame, now: float) -> None:
@@ -218,6 +244,9 @@ class ODriveCanEmulator(ODriveEmulatorBase):
             elif cmd == Cmd.SET_LIMITS:
                 axis.set_limits(*decode_set_limits(frame))
             elif cmd == Cmd.CLEAR_ERRORS:
+                if axis.dialect.line >= (0, 6):
+                    self.identify_requests += decode_clear_errors06(frame)
+                self.clear_errors_dlc.append(len(frame.data))
                 axis.clear_errors()
             elif cmd == Cmd.ESTOP:
                 axis.estop()
@@ -231,7 +260,7 @@ class ODriveCanEmulator(ODriveEmulatorBase):
             self._send_feedback()
         n = self.heartbeat_every_ticks
         if n and self.axis.steps % n == 0:
-            self._send(encode_heartbeat(self.node_id, self.axis.heartbeat()))
+            self._send(self._heartbeat_frame())
 
     def _answer(self, cmd: Cmd) -> None:
         node, axis = self.node_id, self.axis
@@ -243,6 +272,8 @@ class ODriveCanEmulator(ODriveEmulatorBase):
             frame = encode_iq(node, fb.iq_setpoint_a, fb.iq_measured_a)
         elif cmd == Cmd.GET_BUS_VOLTAGE_CURRENT:
             frame = encode_bus_voltage_current(node, axis.bus_voltage_v, axis.bus_current_a())
+        elif axis.dialect.line >= (0, 6):  # cmd 0x03 is Get_Error in 0.6
+            frame = encode_error_status(node, axis.error_status())
         else:
             frame = encode_motor_error(node, axis.motor_error)
         self.requests_answered += 1

@@ -1,9 +1,12 @@
-"""One emulated ODrive axis (firmware 0.5.6 semantics) with the simulated turntable behind it.
+"""One emulated ODrive axis (firmware 0.5.6 semantics, or 0.6's) with the simulated turntable behind it.
 
 Shared by the CAN Simple and the ASCII emulators: they differ only in how bytes reach this model.
-Emulated: axis states IDLE and CLOSED_LOOP_CONTROL (the axis is taken as calibrated; any other
-requested state sets INVALID_STATE and leaves the axis in IDLE), axis errors (any error drops the
-axis to IDLE; CLOSED_LOOP is refused while an error is latched), control/input mode, input torque
+The firmware line (a :class:`~drivers.odrive_dialect.Dialect`, 0.5.x unless given) decides the
+error bits and the heartbeat. Emulated: axis states IDLE and CLOSED_LOOP_CONTROL (the axis is
+taken as calibrated; any other requested state sets INVALID_STATE and leaves the axis in IDLE —
+0.6: procedure result INVALID_STATE, no axis error), axis errors (any error drops the axis to
+IDLE, 0.6: procedure result DISARMED and the error as disarm reason when it ended closed loop;
+CLOSED_LOOP is refused while an error is latched; Clear_Errors clears all of it), control/input mode, input torque
 → current command ``torque / Kt`` (only in TORQUE_CONTROL with PASSTHROUGH input; anything else
 commands zero current), the current limit, and the drive watchdog (checked only in CLOSED_LOOP;
 expiry sets WATCHDOG_TIMER_EXPIRED and goes to IDLE; in LOCKSTEP on wall time only until the
@@ -29,7 +32,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from controller.config import PlantConfig
-from drivers.odrive_codec import AxisError, AxisState, ControlMode, Heartbeat, InputMode
+from drivers.odrive_codec import AxisState, ControlMode, Heartbeat, InputMode
+from drivers.odrive_codec06 import ErrorStatus, Heartbeat06, ProcedureResult
+from drivers.odrive_dialect import DIALECT_05, AnyHeartbeat, Dialect
 from hil.plant import Turntable
 
 TWO_PI = 2.0 * math.pi
@@ -62,13 +67,17 @@ class ODriveAxis:
     """The drive-side state machine of one axis, moving a :class:`Turntable`."""
 
     def __init__(self, plant: PlantConfig, seed: int = 0, *, dt_s: float = 0.001,
-                 watchdog_timeout_s: float | None = None, bus_voltage_v: float = 24.0) -> None:
+                 watchdog_timeout_s: float | None = None, bus_voltage_v: float = 24.0,
+                 dialect: Dialect = DIALECT_05) -> None:
         if dt_s <= 0:
             raise ValueError(f"dt_s must be > 0, got {dt_s}")
         self.plant = Turntable(plant, seed=seed)
         self.dt_s = dt_s
+        self.dialect = dialect
         self.state = AxisState.IDLE
-        self.error = 0  # AxisError bits
+        self.error = 0  # axis error bits of the dialect (0.6: the active errors)
+        self.disarm_reason = 0  # 0.6: the error that ended closed loop
+        self.procedure_result = ProcedureResult.SUCCESS  # 0.6: outcome of the last state request
         self.control_mode = ControlMode.POSITION_CONTROL  # firmware default
         self.input_mode = InputMode.PASSTHROUGH
         self.input_torque_nm = 0.0
@@ -98,15 +107,17 @@ class ODriveAxis:
                     self.stepped_in_closed_loop = False
                 self.state = AxisState.CLOSED_LOOP_CONTROL
                 self._last_feed_s = now_s  # the watchdog counts from entering closed loop
+        elif self.dialect.invalid_state:
+            self.fail(self.dialect.invalid_state)
         else:
-            self.fail(AxisError.INVALID_STATE)
+            self.procedure_result = ProcedureResult.INVALID_STATE
 
     def set_controller_mode(self, control_mode: int, input_mode: int) -> None:
         try:
             self.control_mode = ControlMode(control_mode)
             self.input_mode = InputMode(input_mode)
         except ValueError:
-            self.fail(AxisError.CONTROLLER_FAILED)
+            self.fail(self.dialect.bad_controller_mode)
 
     def set_input_torque(self, torque_nm: float) -> None:
         self.input_torque_nm = torque_nm
@@ -118,13 +129,18 @@ class ODriveAxis:
     def clear_errors(self) -> None:
         self.error = 0
         self.motor_error = 0
+        self.disarm_reason = 0
+        self.procedure_result = ProcedureResult.SUCCESS
 
     def estop(self) -> None:
-        self.fail(AxisError.ESTOP_REQUESTED)
+        self.fail(self.dialect.estop_requested)
 
     def fail(self, code: int) -> None:
         """Latch axis error bits and disarm (as the firmware does on any axis error)."""
         self.error |= int(code)
+        if self.state == AxisState.CLOSED_LOOP_CONTROL:
+            self.disarm_reason = int(code)
+            self.procedure_result = ProcedureResult.DISARMED
         self.state = AxisState.IDLE
 
     def check_watchdog(self, now_s: float, floor_s: float = 0.0) -> bool:
@@ -136,7 +152,7 @@ class ODriveAxis:
         ``floor_s``); True when it expired now."""
         if (self.watchdog_enabled and self.state == AxisState.CLOSED_LOOP_CONTROL
                 and starved_s > max(self.watchdog_timeout_s, floor_s)):
-            self.fail(AxisError.WATCHDOG_TIMER_EXPIRED)
+            self.fail(self.dialect.watchdog_expired)
             return True
         return False
 
@@ -173,8 +189,15 @@ class ODriveAxis:
         """DC bus current from mechanical power, losses ignored [A]."""
         return self.plant.Kt * self.plant.current_a * self.plant.omega_rad_s / self.bus_voltage_v
 
-    def heartbeat(self) -> Heartbeat:
+    def heartbeat(self) -> AnyHeartbeat:
+        """In the dialect's layout (0.6: Axis_Error carries the active errors)."""
+        if self.dialect.line >= (0, 6):
+            return Heartbeat06(self.error, self.state, int(self.procedure_result))
         return Heartbeat(self.error, self.state, motor_error=self.motor_error != 0)
+
+    def error_status(self) -> ErrorStatus:
+        """0.6's Get_Error: active errors and the disarm reason."""
+        return ErrorStatus(self.error, self.disarm_reason)
 
 
 class ODriveEmulatorBase:
@@ -187,10 +210,10 @@ class ODriveEmulatorBase:
 
     def __init__(self, plant: PlantConfig, *, seed: int, mode: EmuMode | str, dt_s: float,
                  watchdog_timeout_s: float | None, bus_voltage_v: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, dialect: Dialect = DIALECT_05) -> None:
         self.mode = EmuMode(mode)
         self.axis = ODriveAxis(plant, seed, dt_s=dt_s, watchdog_timeout_s=watchdog_timeout_s,
-                               bus_voltage_v=bus_voltage_v)
+                               bus_voltage_v=bus_voltage_v, dialect=dialect)
         self._clock = clock
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
