@@ -10,7 +10,7 @@ import pytest
 
 from controller.clock import RealClock, SimClock
 from drivers.backend import Backend, Feedback
-from drivers.odrive_codec import AxisError, AxisState
+from drivers.odrive_codec import AxisState
 from hil.odrive_axis import ODriveEmulatorBase
 
 DT = 0.001  # emulator plant period and test loop period [s]
@@ -102,5 +102,5 @@ def run_then_go_silent(emu: ODriveEmulatorBase, backend: Backend, clock: SimCloc
     backend.enable()
     pd_ticks(backend, clock, n_ticks, 0.001)
     assert emu.axis_error == 0  # fed by every tick
-    # the loop dies: nothing is sent any more
-    assert emu.wait_for(lambda e: e.axis_error & AxisError.WATCHDOG_TIMER_EXPIRED, 1.0)
+    # the loop dies: nothing is sent any more (the firmware's bit: 0.5.6 0x800, 0.6 0x1000000)
+    assert emu.wait_for(lambda e: e.axis_error & e.axis.dialect.watchdog_expired, 1.0)

@@ -1,5 +1,7 @@
 """ODrive CAN Simple: golden bytes of the codec, the official DBC, and the driver against the
-emulated drive on a python-can virtual bus (lockstep unless stated)."""
+emulated drive on a python-can virtual bus (lockstep unless stated). The driver's behaviour that
+must hold on both firmware lines runs against an emulated 0.5.6 (silent on Get_Version) and an
+emulated 0.6.10 (``@BOTH_FIRMWARES``)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from controller.clock import RealClock, SimClock
 from controller.config import Config
 from controller.schema import ConfigError
 from drivers.backend import DriveState
-from drivers.errors import EnableError, ProtocolError
+from drivers.errors import BackendError, EnableError, ProtocolError
 from drivers.odrive_can import ODriveCanBackend, can_frame_bits, max_rate_for_bitrate, tick_bits
 from drivers.odrive_codec import (AxisError, AxisState, Cmd, ControlMode, Frame, Heartbeat,
                                   InputMode, arbitration_id, axis_error_text, decode_bus_voltage_current,
@@ -29,7 +31,8 @@ from drivers.odrive_codec import (AxisError, AxisState, Cmd, ControlMode, Frame,
                                   encode_encoder_estimates, encode_estop, encode_heartbeat, encode_iq,
                                   encode_motor_error, encode_request, encode_set_axis_state,
                                   encode_set_controller_mode, encode_set_input_torque,
-                                  encode_set_limits)
+                                  encode_set_limits, FirmwareVersion)
+from drivers.odrive_dialect import DIALECT_05, DIALECT_06, Dialect
 from hil.emu_odrive_can import ODriveCanEmulator
 from hil.odrive_axis import EmuMode
 
@@ -40,6 +43,13 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DBC = DATA / "odrive-cansimple-0.5.6.dbc"
 NODE = 3
 WATCHDOG_S = 0.05  # the emulated drive's watchdog and the config's, unless a test says otherwise
+FW06 = FirmwareVersion(0, 6, 10, hardware=(4, 4, 58))  # an ODrive Pro on 0.6.10
+#: the emulated firmware: None = 0.5.6 (no Get_Version answer), or 0.6.10
+BOTH_FIRMWARES = pytest.mark.parametrize("fw", [None, FW06], ids=["fw0.5.6", "fw0.6.10"])
+
+
+def dialect_of(fw: FirmwareVersion | None) -> Dialect:
+    return DIALECT_06 if fw is not None else DIALECT_05
 
 
 # --- fixtures: nothing may outlive a test --------------------------------------------------------
@@ -166,6 +176,95 @@ def test_axis_error_text() -> None:
     assert axis_error_text(0x800 | 0x4).endswith("unknown bits 0x4")
 
 
+# --- codec, firmware 0.6 (golden bytes hand-computed from the layouts in drivers/odrive_codec06) ---
+
+
+def test_06_golden_bytes() -> None:
+    from drivers.odrive_codec06 import (ErrorStatus, Heartbeat06, ProcedureResult, decode_clear_errors06,
+                                        decode_error_status, decode_heartbeat06, encode_clear_errors06,
+                                        encode_error_status, encode_heartbeat06)
+
+    hb = Heartbeat06(0x1000000, AxisState.IDLE, ProcedureResult.DISARMED, True)
+    frame = encode_heartbeat06(NODE, hb)
+    assert (frame.arbitration_id, frame.data.hex()) == (0x061, "0000000101030100")
+    assert decode_heartbeat06(frame) == hb
+    assert decode_heartbeat06(Frame(0x061, bytes.fromhex("0000000201100000"))).procedure_result == 16
+    status = ErrorStatus(0x200, 0x1000200)
+    frame = encode_error_status(NODE, status)
+    assert (frame.arbitration_id, frame.data.hex()) == (0x063, "0002000000020001")
+    assert decode_error_status(frame) == status
+    assert encode_clear_errors06(NODE).data == b"\x00" and encode_clear_errors06(NODE, True).data == b"\x01"
+    assert decode_clear_errors06(Frame(0x078, b"\x01")) is True
+    assert decode_clear_errors06(Frame(0x078, b"")) is False  # DLC 0: Identify 0
+
+
+@pytest.mark.parametrize("decode, frame, where", [
+    ("decode_error_status", Frame(0x063, bytes(4)), "0x063 (Get_Error): 4 data bytes, expected 8"),
+    ("decode_heartbeat06", Frame(0x061, bytes.fromhex("0000000005000000")),
+     "0x061 (Heartbeat) byte 4: unknown axis state 5"),
+    ("decode_clear_errors06", Frame(0x078, b"\x02"), "0x078 (Clear_Errors) byte 0: Identify is 2"),
+    ("decode_clear_errors06", Frame(0x078, b"", rtr=True), "0x078 (Clear_Errors): remote frame"),
+])
+def test_06_decode_errors_name_frame_and_offset(decode: str, frame: Frame, where: str) -> None:
+    from drivers import odrive_codec06
+
+    with pytest.raises(ProtocolError, match=re.escape(where)):
+        getattr(odrive_codec06, decode)(frame)
+
+
+def test_06_error_bits_and_text() -> None:
+    """0.6's ODrive.Error (ODriveArduino src/ODriveEnums.h; the 0.6.10 DBC has the same)."""
+    from drivers.odrive_codec06 import ODriveError, odrive_error_text, procedure_result_text
+
+    assert DIALECT_06.watchdog_expired == ODriveError.WATCHDOG_TIMER_EXPIRED == 0x1000000
+    assert DIALECT_05.watchdog_expired == AxisError.WATCHDOG_TIMER_EXPIRED == 0x800
+    assert ODriveError.ESTOP_REQUESTED == 0x2000000 and ODriveError.CALIBRATION_ERROR == 0x40000000
+    assert odrive_error_text(0x1000000).startswith("WATCHDOG_TIMER_EXPIRED (")
+    # 0x800 is the 0.5.6 watchdog but 0.6's DC_BUS_OVER_REGEN_CURRENT: the layout decides
+    assert odrive_error_text(0x800) == "DC_BUS_OVER_REGEN_CURRENT"
+    assert odrive_error_text(0x200 | 0x80) == "DC_BUS_UNDER_VOLTAGE | unknown bits 0x80"
+    assert procedure_result_text(3) == "DISARMED" and procedure_result_text(99) == "procedure result 99"
+
+
+def test_06_emulator_speaks_06_on_the_bus(make_emu, channel) -> None:
+    """Raw frames on the virtual bus: the 0.6 emulator answers Get_Version and Get_Error (0x03),
+    clears on Clear_Errors with DLC 1 and — as ODrive's maintainer advised for ros_odrive —
+    DLC 0, counts Identify 1, rejects an RTR Clear_Errors; its heartbeat is 0.6's layout."""
+    from drivers.odrive_codec06 import ErrorStatus, decode_error_status, decode_heartbeat06
+
+    emu = make_emu(firmware=FW06, heartbeat_period_s=None)
+    with can.Bus(interface="virtual", channel=channel) as bus:
+        def send(cmd: int, data: bytes = b"", rtr: bool = False) -> None:
+            bus.send(can.Message(arbitration_id=arbitration_id(NODE, cmd), data=data, dlc=len(data),
+                                 is_remote_frame=rtr, is_extended_id=False))
+
+        def reply(cmd: int) -> Frame:
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                msg = bus.recv(0.5)
+                if msg is not None and msg.arbitration_id == arbitration_id(NODE, cmd):
+                    return Frame(msg.arbitration_id, bytes(msg.data))
+            raise AssertionError(f"no reply on cmd 0x{cmd:02X}")
+
+        send(Cmd.GET_VERSION, rtr=True)
+        assert reply(Cmd.GET_VERSION).data[4:7] == bytes([0, 6, 10])
+        send(Cmd.SET_AXIS_STATE, bytes([8, 0, 0, 0]))
+        send(Cmd.ESTOP)
+        assert emu.wait_for(lambda e: e.axis_error != 0, 1.0)
+        emu.send_heartbeat()
+        hb = decode_heartbeat06(reply(Cmd.HEARTBEAT))
+        assert (hb.axis_error, hb.axis_state, hb.procedure_result) == (0x2000000, AxisState.IDLE, 3)
+        send(Cmd.GET_MOTOR_ERROR, rtr=True)
+        assert decode_error_status(reply(Cmd.GET_MOTOR_ERROR)) == ErrorStatus(0x2000000, 0x2000000)
+        send(Cmd.CLEAR_ERRORS, rtr=True)  # not a command: rejected, nothing cleared
+        send(Cmd.CLEAR_ERRORS, b"\x01")  # clears, and asks to blink
+        assert emu.wait_for(lambda e: e.axis_error == 0 and e.identify_requests == 1, 1.0)
+        emu.expire_watchdog()
+        send(Cmd.CLEAR_ERRORS)  # DLC 0
+        assert emu.wait_for(lambda e: e.axis_error == 0, 1.0)
+        assert emu.rejected_frames == 1 and emu.clear_errors_dlc == [1, 0]
+
+
 # --- the official DBC ----------------------------------------------------------------------------
 
 
@@ -247,8 +346,9 @@ def test_captured_traffic_decodes_with_dbc(dbc, make_emu, make_backend, tmp_path
 # --- driver against the emulator -----------------------------------------------------------------
 
 
-def test_closed_loop_end_to_end(make_emu, make_backend) -> None:
-    emu = make_emu(watchdog_timeout_s=0.5)
+@BOTH_FIRMWARES
+def test_closed_loop_end_to_end(make_emu, make_backend, fw) -> None:
+    emu = make_emu(watchdog_timeout_s=0.5, firmware=fw)
     clock = SimClock()
     backend = make_backend(clock, watchdog_timeout_s=0.5)
     with backend:
@@ -261,6 +361,7 @@ def test_closed_loop_end_to_end(make_emu, make_backend) -> None:
         assert samples[-1].position_rad == pytest.approx(0.01, abs=3e-4)
         assert emu.plant.theta_rad == pytest.approx(0.01, abs=3e-4)
         assert abs(samples[-1].current_a) < 1.0
+        assert backend.dialect is dialect_of(fw) and backend.firmware == fw
         backend.disable()
         assert emu.wait_for(lambda e: e.axis_state == AxisState.IDLE, 1.0)
     assert emu.axis_error == 0
@@ -298,8 +399,9 @@ def test_realtime_mode(make_emu, make_backend) -> None:
     check_realtime_pd(emu, make_backend(clock), clock)
 
 
-def test_idle_after_close_and_after_exception(make_emu, make_backend) -> None:
-    check_idle_after_close_and_after_exception(make_emu(), make_backend())
+@BOTH_FIRMWARES
+def test_idle_after_close_and_after_exception(make_emu, make_backend, fw) -> None:
+    check_idle_after_close_and_after_exception(make_emu(firmware=fw), make_backend())
 
 
 def test_lost_reply_gives_stale_sample_after_timeout(make_emu, make_backend) -> None:
@@ -313,30 +415,43 @@ def test_lost_reply_gives_stale_sample_after_timeout(make_emu, make_backend) -> 
         assert backend.read().sequence == first.sequence + 1
 
 
-def test_heartbeat_axis_error_is_a_fault_with_text(make_emu, make_backend) -> None:
-    emu = make_emu()
+def refused_until_reset(emu: ODriveCanEmulator, backend: ODriveCanBackend, error: str) -> None:
+    """On a disabled backend whose drive latched ``error``: enable is refused naming it until
+    reset_fault() clears it in the drive; then enable works."""
+    with pytest.raises(EnableError, match=error):
+        backend.enable()
+    backend.reset_fault()
+    assert emu.wait_for(lambda e: e.axis_error == 0, 1.0)
+    emu.send_heartbeat()
+    backend.enable()
+    assert backend.read().state == DriveState.ENABLED
+
+
+@BOTH_FIRMWARES
+def test_heartbeat_axis_error_is_a_fault_with_text(make_emu, make_backend, fw) -> None:
+    from drivers.odrive_codec06 import ODriveError
+
+    emu = make_emu(firmware=fw)
     backend = make_backend()
+    # each firmware's own bits (0.5.6 0x44000; 0.6 0x2002000): the other's would read as unknown
+    code, over_temp = ((AxisError.ESTOP_REQUESTED | AxisError.OVER_TEMP, "OVER_TEMP") if fw is None else
+                       (ODriveError.ESTOP_REQUESTED | ODriveError.MOTOR_OVER_TEMP, "MOTOR_OVER_TEMP"))
     with backend:
         backend.enable()
         assert backend.read().state == DriveState.ENABLED
-        emu.inject_axis_error(AxisError.ESTOP_REQUESTED | AxisError.OVER_TEMP)
+        emu.inject_axis_error(code)
         fb = backend.read()
         assert fb.state == DriveState.FAULT
-        assert fb.fault_code == 0x44000
-        assert "ESTOP_REQUESTED" in fb.fault_text and "OVER_TEMP" in fb.fault_text
+        assert fb.fault_code == code
+        assert "ESTOP_REQUESTED" in fb.fault_text and over_temp in fb.fault_text
+        assert "unknown bits" not in fb.fault_text
         backend.disable()
-        # a latched error refuses enable, reset_fault clears it
-        with pytest.raises(EnableError, match="ESTOP_REQUESTED"):
-            backend.enable()
-        backend.reset_fault()
-        assert emu.wait_for(lambda e: e.axis_error == 0, 1.0)
-        emu.send_heartbeat()
-        backend.enable()
-        assert backend.read().state == DriveState.ENABLED
+        refused_until_reset(emu, backend, "ESTOP_REQUESTED")
 
 
-def test_left_closed_loop_while_enabled_is_a_fault(make_emu, make_backend) -> None:
-    emu = make_emu()
+@BOTH_FIRMWARES
+def test_left_closed_loop_while_enabled_is_a_fault(make_emu, make_backend, fw) -> None:
+    emu = make_emu(firmware=fw)
     backend = make_backend()
     with backend:
         backend.enable()
@@ -347,10 +462,13 @@ def test_left_closed_loop_while_enabled_is_a_fault(make_emu, make_backend) -> No
         assert fb.state == DriveState.FAULT and "IDLE while enabled" in fb.fault_text
 
 
-def test_no_heartbeat_refuses_enable(make_emu, make_backend) -> None:
-    emu = make_emu(heartbeat_period_s=None)
+@BOTH_FIRMWARES
+def test_no_heartbeat_refuses_enable(make_emu, make_backend, fw) -> None:
+    emu = make_emu(heartbeat_period_s=None, firmware=fw)
     backend = make_backend()
     with backend:
+        # 0.6 answered Get_Version at open; a silent node leaves 0.5.6's layout unsettled
+        assert backend.dialect is (DIALECT_06 if fw else None)
         t0 = time.monotonic()
         with pytest.raises(EnableError, match="no heartbeat from node 3"):
             backend.enable()
@@ -359,8 +477,9 @@ def test_no_heartbeat_refuses_enable(make_emu, make_backend) -> None:
     assert emu.axis_state == AxisState.IDLE
 
 
-def test_heartbeat_lost_is_a_fault(make_emu, make_backend) -> None:
-    emu = make_emu()
+@BOTH_FIRMWARES
+def test_heartbeat_lost_is_a_fault(make_emu, make_backend, fw) -> None:
+    emu = make_emu(firmware=fw)
     backend = make_backend(timeout_s=0.02)
     with backend:
         backend.enable()
@@ -372,8 +491,9 @@ def test_heartbeat_lost_is_a_fault(make_emu, make_backend) -> None:
         assert fb.state == DriveState.FAULT and "heartbeat lost" in fb.fault_text
 
 
-def test_drive_watchdog_expires_when_the_driver_stops_sending(make_emu, make_backend) -> None:
-    emu = make_emu(watchdog_timeout_s=0.05, mode=EmuMode.REALTIME)
+@BOTH_FIRMWARES
+def test_drive_watchdog_expires_when_the_driver_stops_sending(make_emu, make_backend, fw) -> None:
+    emu = make_emu(watchdog_timeout_s=0.05, mode=EmuMode.REALTIME, firmware=fw)
     clock = SimClock()
     backend = make_backend(clock, watchdog_timeout_s=0.05)
     with backend:
@@ -382,16 +502,19 @@ def test_drive_watchdog_expires_when_the_driver_stops_sending(make_emu, make_bac
         emu.send_heartbeat()
         fb = backend.read()
         assert fb.state == DriveState.FAULT and "WATCHDOG_TIMER_EXPIRED" in fb.fault_text
+        assert fb.fault_code == dialect_of(fw).watchdog_expired
 
 
-def test_expire_watchdog_injection(make_emu, make_backend) -> None:
-    emu = make_emu()
+@BOTH_FIRMWARES
+def test_expire_watchdog_injection(make_emu, make_backend, fw) -> None:
+    emu = make_emu(firmware=fw)
     backend = make_backend()
     with backend:
         backend.enable()
         emu.expire_watchdog()
         fb = backend.read()
-        assert fb.state == DriveState.FAULT and fb.fault_code == 0x800
+        assert fb.state == DriveState.FAULT
+        assert fb.fault_code == {None: 0x800, FW06: 0x1000000}[fw]
 
 
 def test_error_frame_is_counted_not_fatal(make_emu, make_backend) -> None:
@@ -488,11 +611,12 @@ def test_hil_emulated_drive_watchdog_idles_a_silent_controller(ref_cfg) -> None:
 # --- drive-side protection, confirmed disable, firmware version, any frame -------------------------
 
 
-def test_watchdog_check_confirms_the_drive_watchdog(make_emu, make_backend) -> None:
-    """CAN Simple 0.5.6 cannot read the watchdog config: enable checks it by going silent in
-    CLOSED_LOOP at zero torque until a heartbeat reports WATCHDOG_TIMER_EXPIRED, clears it, and
-    only then enables for the loop."""
-    emu = make_emu()
+@BOTH_FIRMWARES
+def test_watchdog_check_confirms_the_drive_watchdog(make_emu, make_backend, fw) -> None:
+    """The driver cannot read the watchdog config over CAN: enable checks it by going silent in
+    CLOSED_LOOP at zero torque until a heartbeat reports WATCHDOG_TIMER_EXPIRED (0.5.6: 0x800,
+    0.6: 0x1000000), clears it, and only then enables for the loop."""
+    emu = make_emu(firmware=fw)
     backend = make_backend()
     with backend:
         backend.enable()
@@ -502,8 +626,9 @@ def test_watchdog_check_confirms_the_drive_watchdog(make_emu, make_backend) -> N
         assert backend.read().state == DriveState.ENABLED
 
 
-def test_drive_without_watchdog_is_refused(make_emu, make_backend) -> None:
-    emu = make_emu(watchdog_timeout_s=None)  # enable_watchdog False, the firmware default
+@BOTH_FIRMWARES
+def test_drive_without_watchdog_is_refused(make_emu, make_backend, fw) -> None:
+    emu = make_emu(watchdog_timeout_s=None, firmware=fw)  # enable_watchdog False, the default
     backend = make_backend()
     with backend:
         with pytest.raises(EnableError) as info:
@@ -534,8 +659,9 @@ def test_watchdog_inf_in_the_config_is_unprotected(make_emu, make_backend) -> No
             backend.enable()
 
 
-def test_disable_waits_for_the_heartbeat_to_report_idle(make_emu, make_backend) -> None:
-    emu = make_emu(heartbeat_period_s=0.05)
+@BOTH_FIRMWARES
+def test_disable_waits_for_the_heartbeat_to_report_idle(make_emu, make_backend, fw) -> None:
+    emu = make_emu(heartbeat_period_s=0.05, firmware=fw)
     backend = make_backend(heartbeat_timeout_s=0.3)
     with backend:
         backend.enable()
@@ -546,12 +672,13 @@ def test_disable_waits_for_the_heartbeat_to_report_idle(make_emu, make_backend) 
         assert emu.axis_state == AxisState.IDLE
 
 
-def test_disable_without_a_heartbeat_is_not_confirmed(make_emu, make_backend) -> None:
+@BOTH_FIRMWARES
+def test_disable_without_a_heartbeat_is_not_confirmed(make_emu, make_backend, fw) -> None:
     """The drive stops reporting: IDLE is sent, but nothing confirms it, so the backend says so
     (``enabled`` stays True, the loop logs the drive as not confirmed disabled)."""
     from drivers.errors import CommunicationError
 
-    emu = make_emu()
+    emu = make_emu(firmware=fw)
     backend = make_backend(state_timeout_s=0.1)
     with backend:
         backend.enable()
@@ -567,59 +694,268 @@ def test_disable_without_a_heartbeat_is_not_confirmed(make_emu, make_backend) ->
         assert not backend.enabled
 
 
-@pytest.mark.parametrize("version, accepted", [((0, 5, 6), True), ((0, 6, 10), False), ((0, 4, 12), False)])
-def test_firmware_version_read_and_checked(make_emu, make_backend, version, accepted) -> None:
-    from drivers.odrive_codec import FirmwareVersion
-
+@pytest.mark.parametrize("version, dialect", [((0, 5, 6), DIALECT_05), ((0, 6, 10), DIALECT_06),
+                                             ((0, 6, 0), DIALECT_06)])
+def test_firmware_version_read_and_its_layout_used(make_emu, make_backend, version, dialect) -> None:
     fw = FirmwareVersion(*version, hardware=(3, 6, 56))
     make_emu(firmware=fw)
     with make_backend() as backend:
-        if accepted:
+        assert backend.firmware == fw and backend.dialect is dialect  # settled at open
+        backend.enable()
+        assert backend.identity()["firmware"] == f"{'.'.join(map(str, version))} (hardware 3.6-56)"
+
+
+@pytest.mark.parametrize("version", [(0, 7, 0), (1, 0, 2), (0, 4, 12)])
+def test_an_unsupported_firmware_is_refused_at_open_in_one_line(make_emu, make_backend, version) -> None:
+    """0.7 or 1.0 (whatever they lay out) and 0.4 are refused at the first contact: one line
+    naming the version, nothing left open (the autouse fixture checks the bus was shut)."""
+    fw = FirmwareVersion(*version, hardware=(4, 4, 58))
+    emu = make_emu(firmware=fw)
+    backend = make_backend()
+    with pytest.raises(BackendError) as info:
+        backend.open()
+    text = str(info.value)
+    assert not isinstance(info.value, EnableError) and not backend.is_open
+    assert f"node 3: firmware {'.'.join(map(str, version))} (hardware 4.4-58): this driver speaks the " \
+           f"CAN Simple protocol of firmware 0.5.x and 0.6.x" in text and "\n" not in text
+    assert emu.axis_state == AxisState.IDLE
+
+
+def test_run_refuses_a_foreign_firmware_at_first_contact(cfg, make_emu, tmp_path, capsys) -> None:
+    """``frictionctl run`` on a drive answering firmware 0.7: one line, exit 2, nothing written."""
+    import yaml
+
+    from controller import cli
+    from controller.schema import to_plain
+
+    make_emu(firmware=FirmwareVersion(0, 7, 1))
+    run_cfg = dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, rate_hz=200.0),
+                                  drive=dataclasses.replace(cfg.drive, timeout_s=0.002))
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(to_plain(run_cfg)))
+    out = tmp_path / "out"
+    rc = cli.main(["run", "--config", str(path), "--scenario", "creep", "--out", str(out)])
+    err = [line for line in capsys.readouterr().err.strip().splitlines()
+           if "drive.interface is 'virtual'" not in line]
+    assert rc == 2 and len(err) == 1, err
+    assert "drive refused at first contact: odrive_can: node 3: firmware 0.7.1" in err[0]
+    assert not out.exists()
+
+
+def test_firmware_0_5_6_has_no_get_version(make_emu, make_backend) -> None:
+    """Silence for state_timeout_s after a Get_Version sent once the node was heard: 0.5.x."""
+    make_emu()
+    with make_backend() as backend:
+        assert backend.dialect is DIALECT_05 and backend.firmware is None
+        backend.enable()
+        assert backend.identity()["firmware"] == "not reported (0.5.x)"
+
+
+def _versions_asked(reader: can.BufferedReader, node: int = NODE) -> int:
+    """Get_Version requests among the frames ``reader`` has received so far (then drained)."""
+    count = 0
+    while (msg := reader.get_message(0.0)) is not None:
+        count += msg.arbitration_id == arbitration_id(node, Cmd.GET_VERSION) and msg.is_remote_frame
+    return count
+
+
+def test_a_node_heard_only_after_open_is_settled_at_enable(make_emu, make_backend) -> None:
+    """Nothing heard at open (drive off): the layout stays unsettled, a heartbeat then is a sign
+    of life only (not decoded), and enable settles it first — asking Get_Version again, since
+    the first request went out before the drive listened — before anything else."""
+    reader = can.BufferedReader()
+    emu = make_emu(heartbeat_period_s=None, capture=reader)
+    backend = make_backend()
+    with backend:
+        assert backend.dialect is None and _versions_asked(reader) == 1
+        emu.heartbeat_period_s = 0.01  # the drive comes up
+        time.sleep(0.05)
+        fb = backend.read()
+        assert fb.state == DriveState.DISABLED and backend.last_heartbeat is None  # held, not read
+        backend.enable()
+        assert backend.dialect is DIALECT_05 and _versions_asked(reader) == 1
+        assert backend.read().state == DriveState.ENABLED
+
+
+def test_a_06_heartbeat_with_procedure_result_disarmed_is_no_motor_error(make_emu, make_backend) -> None:
+    """0.6 byte 5 is the procedure result: DISARMED (3) has bit 0 set, which 0.5.6's layout reads
+    as the motor-error flag. The Get_Version reply is late (0.3 s, within state_timeout_s): the
+    heartbeats meanwhile are held, then read in 0.6's layout — not a fault, enable proceeds."""
+    from drivers.odrive_codec06 import Heartbeat06, ProcedureResult
+
+    emu = make_emu(firmware=FW06)
+    with emu._lock:  # the last run ended disarmed; its error has been cleared since
+        emu.axis.procedure_result = ProcedureResult.DISARMED
+    raw = emu._heartbeat_frame()
+    assert DIALECT_05.decode_heartbeat(raw).fault_text() == "motor error flagged"  # the hazard
+    emu.delay_next(2, 0.3)  # both Get_Version replies (open asks twice)
+    with make_backend() as backend:
+        assert backend.dialect is DIALECT_06
+        hb = backend.last_heartbeat
+        assert isinstance(hb, Heartbeat06) and hb.procedure_result == ProcedureResult.DISARMED
+        fb = backend.read()
+        assert fb.state == DriveState.DISABLED and fb.fault_text == ""
+        backend.enable()
+        assert backend.read().state == DriveState.ENABLED
+
+
+def test_06_get_error_explains_the_fault(make_emu, make_backend) -> None:
+    """On 0.6 a new axis error makes the tick ask Get_Error once: the fault text carries the
+    active errors and the disarm reason, decoded; the next ticks do not ask again. A latched
+    error refuses enable with the same explanation."""
+    from drivers.odrive_codec06 import ODriveError
+
+    reader = can.BufferedReader()
+    emu = make_emu(firmware=FW06, capture=reader)
+    backend = make_backend()
+    get_error = arbitration_id(NODE, Cmd.GET_MOTOR_ERROR)
+
+    def asked() -> int:
+        n = 0
+        while (msg := reader.get_message(0.0)) is not None:
+            n += msg.arbitration_id == get_error and msg.is_remote_frame
+        return n
+
+    with backend:
+        backend.enable()
+        backend.read()
+        assert asked() == 0  # nothing extra while all is well
+        emu.inject_axis_error(ODriveError.DC_BUS_UNDER_VOLTAGE)
+        fb = backend.read()
+        assert fb.state == DriveState.FAULT and fb.fault_code == 0x200
+        assert fb.fault_text == ("DC_BUS_UNDER_VOLTAGE; Get_Error: active DC_BUS_UNDER_VOLTAGE; "
+                                 "disarm reason DC_BUS_UNDER_VOLTAGE")
+        for _ in range(3):
+            assert "disarm reason DC_BUS_UNDER_VOLTAGE" in backend.read().fault_text
+        assert asked() == 1
+        backend.disable()
+        with pytest.raises(EnableError, match=r"reports axis error 0x200: DC_BUS_UNDER_VOLTAGE; "
+                                              r"Get_Error: active .*; disarm reason "):
             backend.enable()
-            assert backend.firmware == fw
-        else:
-            with pytest.raises(EnableError) as info:
-                backend.enable()
-            text = str(info.value)
-            assert f"firmware {'.'.join(map(str, version))} (hardware 3.6-56)" in text and "\n" not in text
-            assert backend.read().state == DriveState.FAULT
 
 
-def test_a_firmware_answer_after_enable_still_refuses(make_emu, make_backend, channel) -> None:
-    """The Get_Version answer to the request sent at open may arrive late on a loaded link
-    (after enable began): it still counts, and a firmware the driver does not speak latches the
-    fault it would have refused enable with."""
-    from drivers.odrive_codec import FirmwareVersion, encode_version
-
-    make_emu()  # silent on Get_Version until the late answer below
+def test_05_fault_asks_nothing_extra(make_emu, make_backend) -> None:
+    """0.5.6's cmd 0x03 is Get_Motor_Error: the 0.5.6 driver does not ask it (unchanged)."""
+    reader = can.BufferedReader()
+    emu = make_emu(capture=reader)
     with make_backend() as backend:
         backend.enable()
-        assert backend.firmware is None and backend.read().state == DriveState.ENABLED
-        frame = encode_version(NODE, FirmwareVersion(0, 6, 10, hardware=(3, 6, 56)))
+        emu.inject_axis_error(AxisError.MOTOR_FAILED)
+        fb = backend.read()
+        assert fb.state == DriveState.FAULT and fb.fault_text.startswith("MOTOR_FAILED")
+    frames = []
+    while (msg := reader.get_message(0.0)) is not None:
+        frames.append(msg.arbitration_id)
+    assert arbitration_id(NODE, Cmd.GET_MOTOR_ERROR) not in frames
+
+
+@BOTH_FIRMWARES
+def test_clear_errors_in_the_firmwares_form(make_emu, make_backend, fw) -> None:
+    """Clear_Errors (after the watchdog check, and reset_fault) is DLC 0 on 0.5.6, DLC 1 with
+    Identify 0 on 0.6 (which it clears; no LED blinking asked)."""
+    emu = make_emu(firmware=fw)
+    with make_backend() as backend:
+        backend.enable()
+        emu.inject_axis_error(dialect_of(fw).estop_requested)
+        assert backend.read().state == DriveState.FAULT
+        backend.disable()
+        backend.reset_fault()
+        assert emu.wait_for(lambda e: e.axis_error == 0, 1.0)
+    assert emu.clear_errors_dlc == [1 if fw else 0] * 2 and emu.identify_requests == 0
+
+
+@BOTH_FIRMWARES
+def test_estop_is_a_latched_fault_until_reset(make_emu, make_backend, channel, fw) -> None:
+    """An Estop frame (another node's) disarms the axis with the firmware's ESTOP_REQUESTED bit:
+    a fault, latched in the drive until reset_fault, that ends disabled."""
+    emu = make_emu(firmware=fw)
+    with make_backend() as backend:
+        backend.enable()
         with can.Bus(interface="virtual", channel=channel) as bus:
-            bus.send(can.Message(arbitration_id=frame.arbitration_id, data=frame.data,
-                                 is_extended_id=False))
+            frame = encode_estop(NODE)
+            bus.send(can.Message(arbitration_id=frame.arbitration_id, dlc=0, is_extended_id=False))
+        assert emu.wait_for(lambda e: e.axis_error != 0, 1.0)
+        emu.send_heartbeat()
+        fb = backend.read()
+        assert fb.state == DriveState.FAULT and fb.fault_code == dialect_of(fw).estop_requested
+        assert fb.fault_text.startswith("ESTOP_REQUESTED")
+        backend.disable()
+        assert not backend.enabled and emu.axis_state == AxisState.IDLE
+        refused_until_reset(emu, backend, "ESTOP_REQUESTED")
+
+
+def _send_version(channel: str, version: FirmwareVersion) -> None:
+    from drivers.odrive_codec import encode_version
+
+    frame = encode_version(NODE, version)
+    with can.Bus(interface="virtual", channel=channel) as bus:
+        bus.send(can.Message(arbitration_id=frame.arbitration_id, data=frame.data, is_extended_id=False))
+
+
+def test_a_late_version_reply_while_running_latches_a_fault(make_emu, make_backend, channel) -> None:
+    """Silence settled 0.5.x; a Get_Version reply naming 0.6.10 comes after the run began. The
+    layout is not switched: a fault latches, naming both; the loop's disable is still confirmed;
+    enable is refused until the link is reopened (which settles the layout afresh)."""
+    from drivers.odrive_codec import Heartbeat
+
+    make_emu()  # silent on Get_Version until the late answer below
+    backend = make_backend()
+    with backend:
+        backend.enable()
+        assert backend.dialect is DIALECT_05 and backend.read().state == DriveState.ENABLED
+        _send_version(channel, FW06)
         deadline = time.monotonic() + 2.0
         fb = backend.read()
         while fb.state != DriveState.FAULT and time.monotonic() < deadline:
             fb = backend.read()
         assert fb.state == DriveState.FAULT
-        assert "firmware 0.6.10" in fb.fault_text
-        assert backend.firmware == FirmwareVersion(0, 6, 10, hardware=(3, 6, 56))
-
-
-def test_firmware_0_5_6_has_no_get_version(make_emu, make_backend) -> None:
-    make_emu()
-    with make_backend() as backend:
+        assert fb.fault_text.startswith("Get_Version answered firmware 0.6.10 (hardware 4.4-58) after "
+                                        "the frame layout was settled as 0.5.x (no reply within")
+        assert "reopen the link" in fb.fault_text
+        assert backend.dialect is DIALECT_05 and isinstance(backend.last_heartbeat, Heartbeat)
+        assert backend.read().state == DriveState.FAULT  # latched
+        backend.disable()  # confirmed by the axis state, alike in both layouts
+        assert not backend.enabled
+        with pytest.raises(EnableError, match="Get_Version answered firmware 0.6.10"):
+            backend.enable()
+    with backend:  # reopened: settled afresh
         backend.enable()
-        assert backend.firmware is None
+        assert backend.read().state == DriveState.ENABLED
 
 
-def test_any_frame_on_the_nodes_ids_is_survived(make_emu, make_backend, channel) -> None:
+def test_a_late_version_reply_during_enable_refuses_it(make_emu, make_backend) -> None:
+    """A 0.6 drive whose Get_Version replies come 0.5 s late, after state_timeout_s 0.2 s of
+    silence settled 0.5.x: the reply arrives while enable runs the watchdog check (0.6's
+    0x1000000 is not 0.5.6's 0x800, so the check is still waiting): enable is refused with the
+    late reply named, and the axis is left IDLE."""
+    emu = make_emu(firmware=FW06, watchdog_timeout_s=0.5)
+    emu.delay_next(2, 0.5)
+    backend = make_backend(state_timeout_s=0.2, watchdog_timeout_s=0.5)
+    with backend:
+        assert backend.dialect is DIALECT_05  # wrong, as silence said
+        with pytest.raises(EnableError) as info:
+            backend.enable()
+        assert "Get_Version answered firmware 0.6.10" in str(info.value) and "\n" not in str(info.value)
+        assert not backend.enabled and emu.axis_state == AxisState.IDLE
+
+
+def test_reset_fault_needs_the_firmware(make_emu, make_backend) -> None:
+    """Nothing heard since open: which Clear_Errors to send is not known; it says so."""
+    from drivers.errors import CommunicationError
+
+    emu = make_emu(heartbeat_period_s=None)
+    with make_backend() as backend:
+        with pytest.raises(CommunicationError, match="not heard since open"):
+            backend.reset_fault()
+    assert emu.clear_errors_dlc == []
+
+
+@BOTH_FIRMWARES
+def test_any_frame_on_the_nodes_ids_is_survived(make_emu, make_backend, channel, fw) -> None:
     """Error frames (not bus-off), RTR and zero-length frames on every command id, 8-byte
     garbage on every drive→host id: nothing raises, nothing is taken for a sample, the loop
     runs on once a real heartbeat has followed."""
-    emu = make_emu()
+    emu = make_emu(firmware=fw)
     clock = SimClock()
     backend = make_backend(clock)
     garbage = bytes([0xFF, 0xFF, 0xFF, 0x7F, 0xEE, 0x80, 0x01, 0xFF])
