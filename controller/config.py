@@ -11,6 +11,7 @@ mathematics (:mod:`controller.units`, which also holds the plausibility bounds p
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -25,6 +26,8 @@ from .schema import ConfigError, load_yaml, parse, parse_dataclass, prefixed, re
 
 Protocol = Literal["sim", "cia402", "odrive_can", "odrive_ascii"]
 Compensation = Literal["off", "coulomb", "stribeck", "lugre", "lugre_adaptive", "oracle"]
+# drive.emulated_firmware: the ODrive CAN firmwares the HIL bench emulates (revision a u8 on CAN)
+EMULATED_FIRMWARE = re.compile(r"0\.5\.6|0\.6\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])")
 
 
 def _parse_friction(value: Any, path: str) -> FrictionParams:
@@ -321,6 +324,9 @@ class DriveConfig:
     # CiA 402 PDO mapping: per PDO, objects by name or 0xIIII[:SS] (drivers/cia402_pdo.py CATALOG)
     tpdo: tuple[tuple[str, ...], ...] = DEFAULT_TPDO
     rpdo: tuple[tuple[str, ...], ...] = DEFAULT_RPDO
+    # HIL bench (hil, faults), odrive_can only (the ASCII emulator stays 0.5.6): the firmware the
+    # emulated drive speaks, "0.5.6" or "0.6.<n>"; a real drive's is read at open
+    emulated_firmware: str = "0.5.6"
 
     def __post_init__(self) -> None:
         require(0 <= self.node_id <= 127, "node_id", f"must be 0..127, got {self.node_id}")
@@ -332,6 +338,8 @@ class DriveConfig:
         require(self.counts_per_rev >= 4, "counts_per_rev", f"must be >= 4, got {self.counts_per_rev}")
         require(math.isfinite(self.state_timeout_s) and 0 < self.state_timeout_s <= 10,
                 "state_timeout_s", f"must be finite and in (0, 10] s, got {self.state_timeout_s}")
+        require(EMULATED_FIRMWARE.fullmatch(self.emulated_firmware) is not None, "emulated_firmware",
+                f'must be "0.5.6" or "0.6.<n>" (n 0..255), got {self.emulated_firmware!r}')
         validate_mapping(self.tpdo, self.rpdo)  # ValueError "tpdo[i][j]: ..." → drive.tpdo[i][j]
 
 

@@ -72,6 +72,13 @@ def emulated_dialect(firmware: FirmwareVersion | None) -> Dialect:
     return DIALECT_06
 
 
+def firmware_from_text(text: str) -> FirmwareVersion | None:
+    """The ``firmware`` argument for a ``drive.emulated_firmware`` text ("0.5.6" or "0.6.<n>"):
+    None for 0.5.6 (which has no Get_Version and stays silent), else the version it answers."""
+    major, minor, revision = (int(part) for part in text.split("."))
+    return None if (major, minor) < (0, 6) else FirmwareVersion(major, minor, revision)
+
+
 def to_message(frame: Frame) -> can.Message:
     return can.Message(arbitration_id=frame.arbitration_id, data=frame.data,
                        dlc=len(frame.data), is_remote_frame=frame.rtr, is_extended_id=False)

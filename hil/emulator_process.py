@@ -6,7 +6,10 @@ emulator has its own interpreter and talks to the driver over python-can's ``udp
 interface (loopback multicast; needs the ``msgpack`` package), like a drive on a real bus.
 
     python -m hil.emulator_process --config FILE --protocol {cia402,odrive_can} --channel GROUP
-                                   [--seed N] [--rate HZ]
+                                   [--seed N] [--rate HZ] [--firmware {0.5.6,0.6.<n>}]
+
+``--firmware`` (odrive_can only): the firmware the emulated drive speaks; without it the
+config's ``drive.emulated_firmware``.
 
 It prints ``ready`` once the emulated drive is on the bus, then runs in real time until its
 standard input closes (the parent exited or closed the pipe) or it receives SIGTERM.
@@ -38,14 +41,16 @@ def _serve(args: argparse.Namespace) -> int:
                                   seed=args.seed)
         stop_emulator = emulator.close
     else:
-        from .emu_odrive_can import ODriveCanEmulator
+        from .emu_odrive_can import ODriveCanEmulator, firmware_from_text
         from .odrive_axis import EmuMode
 
         from .hil_session import emulated_watchdog_s
 
         emulator = ODriveCanEmulator(cfg.plant, channel=args.channel, interface=INTERFACE,
                                      node_id=args.node_id, seed=args.seed, mode=EmuMode.REALTIME,
-                                     dt_s=dt, watchdog_timeout_s=emulated_watchdog_s(cfg, True))
+                                     dt_s=dt, watchdog_timeout_s=emulated_watchdog_s(cfg, True),
+                                     firmware=firmware_from_text(args.firmware
+                                                                 or cfg.drive.emulated_firmware))
         stop_emulator = emulator.stop
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
@@ -60,6 +65,15 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _firmware(text: str) -> str:
+    """``--firmware``: checked as ``drive.emulated_firmware`` is."""
+    from controller.config import EMULATED_FIRMWARE
+
+    if EMULATED_FIRMWARE.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(f'must be "0.5.6" or "0.6.<n>", got {text!r}')
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hil.emulator_process")
     parser.add_argument("--config", required=True)
@@ -68,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node-id", type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rate", type=float, default=None)
+    parser.add_argument("--firmware", type=_firmware, default=None,
+                        help="odrive_can: emulated firmware (default: drive.emulated_firmware)")
     return _serve(parser.parse_args(argv))
 
 

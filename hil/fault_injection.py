@@ -4,12 +4,14 @@ does there, and the trigger that fires them on the tick they are due.
 Every kind acts where the real fault would: the simulated plant and drive (``sim``), or the
 emulated drive at the protocol level — frames really dropped, error and remote frames really
 sent on the python-can bus, the pseudo-terminal really closed. The drivers are never touched.
+An ODrive's drive_fault is the drive-side fault bit of the firmware the emulator speaks
+(``drive.emulated_firmware`` on the bench): 0x40 would be MISSING_INPUT on 0.6.
 
 | kind | sim | cia402 | odrive_can | odrive_ascii |
 |---|---|---|---|---|
 | stale | feedback stops updating | | | |
 | nan_current | current reads NaN | | | |
-| drive_fault | FAULT with a code | EMCY 0x2310, FAULT | axis error (heartbeat) | axis error |
+| drive_fault | FAULT with a code | EMCY 0x2310, FAULT | axis error (heartbeat): 0.5.6 MOTOR_FAILED 0x40, 0.6 DRV_FAULT 0x20 | axis error MOTOR_FAILED 0x40 |
 | blocked_rotor, inverted_sign, load_step | the plant | | | |
 | frame_loss | | TPDOs of ``frames`` SYNCs not sent (0: none from then on) | ``frames`` replies not sent | ``frames`` reply lines not sent |
 | bus_off | | error frame, bus-off class | error frame, bus-off class | |
@@ -31,11 +33,15 @@ from controller.config import ScenarioFault
 from controller.schema import ConfigError
 from drivers.backend import Clock
 from drivers.cia402_protocol import CAN_ERR_BUSOFF, CAN_ERR_PROT
+from drivers.odrive_codec import AxisError
+from drivers.odrive_codec06 import ODriveError
 
 from .sim_backend import FAULTS as SIM_FAULTS
 
 _ALL_FRAMES = 1 << 30  # frame_loss with frames 0: every answer from then on
-DRIVE_FAULT_CODES = {"cia402": 0x2310, "odrive_can": 0x40, "odrive_ascii": 0x40}  # EMCY / axis error
+CIA402_DRIVE_FAULT = 0x2310  # EMCY error code
+# an ODrive's drive_fault per firmware line (the emulated axis's dialect): a motor / gate-driver fault
+ODRIVE_DRIVE_FAULT = {(0, 5): AxisError.MOTOR_FAILED, (0, 6): ODriveError.DRV_FAULT}
 LINE_NOISE = b"\x13\x7f~#\xfe"  # not a reply: corrupts the next one
 
 SUPPORTED: dict[str, tuple[str, ...]] = {
@@ -97,7 +103,7 @@ def _inject_cia402(emu: Any, f: ScenarioFault) -> None:
     if _inject_can_bus(emu, f):
         return
     if kind == "drive_fault":
-        emu.inject_fault(DRIVE_FAULT_CODES["cia402"])
+        emu.inject_fault(CIA402_DRIVE_FAULT)
     elif kind == "rtr":
         emu.send_remote_frame(emu.ids.heartbeat)
     elif kind == "idle_ignored":
@@ -106,12 +112,17 @@ def _inject_cia402(emu: Any, f: ScenarioFault) -> None:
         raise ValueError(kind)
 
 
+def odrive_drive_fault(emu: Any) -> int:
+    """The axis error bit drive_fault latches on an emulated ODrive, in its firmware's table."""
+    return int(ODRIVE_DRIVE_FAULT[emu.axis.dialect.line])
+
+
 def _inject_odrive_can(emu: Any, f: ScenarioFault) -> None:
     kind = f.kind
     if _inject_can_bus(emu, f):
         return
     if kind == "drive_fault":
-        emu.inject_axis_error(DRIVE_FAULT_CODES["odrive_can"])
+        emu.inject_axis_error(odrive_drive_fault(emu))
     elif kind == "idle_ignored":
         emu.ignore_idle()
     else:  # pragma: no cover
@@ -121,7 +132,7 @@ def _inject_odrive_can(emu: Any, f: ScenarioFault) -> None:
 def _inject_odrive_ascii(emu: Any, f: ScenarioFault) -> None:
     kind = f.kind
     if kind == "drive_fault":
-        emu.inject_axis_error(DRIVE_FAULT_CODES["odrive_ascii"])
+        emu.inject_axis_error(odrive_drive_fault(emu))
     elif kind == "frame_loss":
         emu.drop_next(_frames(f))
     elif kind == "idle_ignored":

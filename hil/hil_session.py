@@ -154,7 +154,7 @@ def _emulator_process(cfg: Config, protocol: str, seed: int) -> Iterator[Config]
         proc = subprocess.Popen(
             [sys.executable, "-m", "hil.emulator_process", "--config", str(path), "--protocol",
              protocol, "--channel", group, "--node-id", str(node_id), "--seed", str(seed),
-             "--rate", str(cfg.loop.rate_hz)],
+             "--rate", str(cfg.loop.rate_hz), "--firmware", cfg.drive.emulated_firmware],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             cwd=Path(__file__).resolve().parents[1])
         try:
@@ -180,7 +180,8 @@ def hil_rig(cfg: Config, protocol: str, *, realtime: bool = False, seed: int = 0
             capture: Path | None = None, plant=None, separate_process: bool = False) -> Iterator[HilRig]:
     """Start the emulator for ``protocol`` and the real driver against it; stop both after.
     ``plant`` overrides ``cfg.plant`` for the emulated turntable. ``separate_process`` (CAN,
-    real time): the emulator runs in its own interpreter, reached over udp_multicast."""
+    real time): the emulator runs in its own interpreter, reached over udp_multicast. The
+    emulated ODrive CAN speaks ``cfg.drive.emulated_firmware``."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"--protocol: unknown {protocol!r} (known: {', '.join(PROTOCOLS)})")
     if separate_process:
@@ -221,14 +222,15 @@ def hil_rig(cfg: Config, protocol: str, *, realtime: bool = False, seed: int = 0
         elif protocol == "odrive_can":
             from drivers.odrive_can import ODriveCanBackend
 
-            from .emu_odrive_can import ODriveCanEmulator
+            from .emu_odrive_can import ODriveCanEmulator, firmware_from_text
             from .odrive_axis import EmuMode
 
             emulator = ODriveCanEmulator(
                 plant_cfg, channel=channel, node_id=cfg.drive.node_id, seed=seed,
                 mode=EmuMode.REALTIME if realtime else EmuMode.LOCKSTEP, dt_s=dt,
                 cyclic_feedback=cfg.drive.cyclic_feedback, capture=capture,
-                watchdog_timeout_s=emulated_watchdog_s(cfg, realtime))
+                watchdog_timeout_s=emulated_watchdog_s(cfg, realtime),
+                firmware=firmware_from_text(cfg.drive.emulated_firmware))
             emulator.start()
             stack.callback(emulator.stop)
             backend = ODriveCanBackend.from_config(cfg, clock)

@@ -146,6 +146,8 @@ def test_missing_required_key(base):
         (("logging", "buffer_s"), 0.05, "logging.buffer_s: must be >= 2"),
         (("drive", "protocol"), "ethercat", "drive.protocol: must be one of"),
         (("drive", "node_id"), 300, "drive.node_id: must be 0..127"),
+        (("drive", "emulated_firmware"), "0.7.1", 'drive.emulated_firmware: must be "0.5.6" or "0.6.<n>"'),
+        (("drive", "emulated_firmware"), 0.6, "drive.emulated_firmware: must be a string"),
         (("scenarios", "creep", "reference", "kind"), "zigzag", "scenarios.creep.reference.kind: must be one of"),
         (("scenarios", "reversal", "reference", "frequency_hz"), 0.0,
          "scenarios.reversal.reference.frequency_hz: must be > 0"),

@@ -18,6 +18,7 @@ from controller.clock import SimClock
 from controller.config import ScenarioFault, config_from_mapping, resolve_config_path
 from controller.schema import ConfigError
 from drivers.cia402_protocol import CAN_ERR_BUSOFF, CAN_ERR_PROT
+from drivers.odrive_codec import FirmwareVersion
 from hil import fault_campaign
 from hil.emu_cia402 import Cia402Emulator
 from hil.emu_odrive_ascii import ODriveAsciiEmulator
@@ -251,3 +252,67 @@ def test_the_loop_clock_is_the_trigger_only_while_a_fault_is_pending():
         trigger.sleep_until(k * 1e-3)
     assert len(fired) == 1 and trigger.fired[0][0] == 2
     assert trigger.loop_clock is clock
+
+
+# --- the emulated ODrive CAN firmware (drive.emulated_firmware) ------------------------------------
+def test_drive_fault_is_the_drive_side_bit_of_the_emulated_firmware():
+    """0x40 is MOTOR_FAILED on 0.5.6 but MISSING_INPUT on 0.6: a 0.6 axis gets DRV_FAULT (0x20)."""
+    plant = reference_config().plant
+    latched = {}
+    for name, fw in (("0.5.6", None), ("0.6.10", FirmwareVersion(0, 6, 10))):
+        with ODriveCanEmulator(plant, channel=f"fc-fw-{name}", heartbeat_period_s=None,
+                               firmware=fw) as emu:
+            injector("odrive_can", emu)(ScenarioFault(at_s=0.0, kind="drive_fault"))
+            latched[name] = emu.axis_error
+    assert latched == {"0.5.6": 0x40, "0.6.10": 0x20}
+
+
+def test_hil_on_an_emulated_0_6_drive_reports_its_firmware_and_its_drive_fault(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    data = with_faults([{"at_s": 0.3, "kind": "drive_fault"}])
+    data["drive"]["timeout_s"] = 0.05  # lockstep on a loaded machine: no spurious stale samples
+    data["drive"]["emulated_firmware"] = "0.6.10"
+    path.write_text(yaml.safe_dump(data))
+    rc = cli.main(["hil", "--protocol", "odrive_can", "--config", str(path), "--scenario", "creep",
+                   "--duration", "0.6", "--out", str(tmp_path / "out")])
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert rc == 1
+    assert summary["drive"]["firmware"].startswith("0.6.10")  # read by Get_Version at open
+    assert summary["injected"] == [{"kind": "drive_fault", "at_s": 0.3, "tick": 300}]
+    assert summary["faults"][0].startswith("DRIVE_FAULT: drive fault 0x20: DRV_FAULT")
+    assert "MISSING_INPUT" not in summary["faults"][0]
+    assert summary["emulator_drive_enabled_at_exit"] is False
+
+
+def test_the_campaign_runs_on_the_emulated_firmware_of_its_config(tmp_path):
+    data = shipped_data()
+    data["drive"]["emulated_firmware"] = "0.6.4"
+    row = run_case(config_from_mapping(data), _case("odrive_can/drive_fault"), tmp_path)
+    assert row.passed, row.problems
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["drive"]["firmware"].startswith("0.6.4")
+    assert "DRV_FAULT" in summary["faults"][0]
+
+
+def test_the_emulator_process_speaks_the_configured_firmware(tmp_path):
+    """``hil --realtime --process``: the firmware crosses to the emulator in its own process (a
+    0.5.6 emulator would stay silent on Get_Version: firmware not reported)."""
+    pytest.importorskip("msgpack")
+    from hil.hil_session import bench_config, hil_run
+
+    data = shipped_data()
+    data["drive"]["emulated_firmware"] = "0.6.3"
+    cfg, _ = bench_config(config_from_mapping(data), "odrive_can", rate_hz=200.0)  # as `hil --rate`
+    summary = hil_run(cfg, "odrive_can", "creep", tmp_path, duration_s=0.2, realtime=True,
+                      separate_process=True, plot=False)
+    assert summary["drive"]["firmware"].startswith("0.6.3")
+
+
+def test_the_emulator_process_refuses_a_firmware_it_cannot_speak(capsys):
+    from hil import emulator_process
+
+    with pytest.raises(SystemExit) as info:
+        emulator_process.main(["--config", "x.yaml", "--protocol", "odrive_can", "--channel",
+                               "239.1.1.1", "--node-id", "1", "--firmware", "0.7.1"])
+    assert info.value.code == 2
+    assert "--firmware: must be \"0.5.6\" or \"0.6.<n>\", got '0.7.1'" in capsys.readouterr().err
