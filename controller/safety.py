@@ -7,6 +7,7 @@ Checks and the tick on which each trips (k = the first offending tick):
 | NON_FINITE | position, current, velocity estimate, reference or command not finite | k |
 | DRIVE_FAULT | the drive reports FAULT state or a non-zero fault code | k |
 | STALE_FEEDBACK | the feedback sequence number did not advance | k + stale_ticks − 1 |
+| STALE_FEEDBACK | no sample received at all (the drivers' ``age_s`` = inf: its values are NaN) | k |
 | VELOCITY_LIMIT | \\|v\\| > velocity_limit_rad_s | k |
 | FOLLOWING_ERROR | \\|e\\| > floor + per_speed·\\|v_ref\\| | k |
 | STANDSTILL | reference at rest for standstill_after_s and \\|e\\| > window | k |
@@ -58,6 +59,7 @@ class FaultKind(enum.IntEnum):
 # up on its class on every use)
 _NONE: Final = FaultKind.NONE
 _DRIVE_FAULT: Final = DriveState.FAULT
+INF: Final = math.inf
 
 
 class SafetyMonitor:
@@ -128,6 +130,9 @@ class SafetyMonitor:
         if self.fault is not _NONE:
             return self.fault
         cur = fb.current_a
+        if fb.age_s == INF:  # the drivers' mark for "no sample yet": name it, not its NaNs
+            return self.trip(FaultKind.STALE_FEEDBACK,
+                             "no feedback sample received from the drive yet", t_s)
         if not (isfinite(pos) and isfinite(cur) and isfinite(vel)
                 and isfinite(pos_ref) and isfinite(vel_ref) and isfinite(torque_cmd)):
             bad = [name for name, x in (("position", pos), ("current", cur), ("velocity", vel),

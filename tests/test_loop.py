@@ -21,10 +21,10 @@ from controller.config import Config
 from controller.loop import COLUMN_NAMES, ControlLoop
 from controller.reference import Reference
 from controller.runlog import read_log
-from controller.safety import FaultKind
+from controller.safety import FaultKind, SafetyMonitor
 from controller.stop import StopPhase
 from controller.schema import to_plain
-from drivers.backend import DriveState
+from drivers.backend import DriveState, Feedback
 from hil.sim_backend import SimBackend
 
 from .conftest import sim, with_changes
@@ -105,6 +105,23 @@ def test_each_injected_fault_trips_in_time_and_disables(ref_cfg, tmp_path, fault
         # no speed rise after the torque is off
         speed = np.abs(run["vel_rad_s"][k_fault:])
         assert np.all(speed[1:] <= speed[0] + 1e-9)
+
+
+def test_no_sample_yet_is_stale_feedback_not_its_nans(ref_cfg):
+    """A driver that has received no sample yet (a first read that timed out) reports age_s =
+    inf and NaN values: the fault names the missing sample, not the NaNs it implies."""
+    nan, inf = float("nan"), float("inf")
+    safety = SafetyMonitor(ref_cfg.safety, ref_cfg.loop.overrun, DT, ref_cfg.controller.Kt)
+    none_yet = Feedback(t_s=0.0, position_rad=nan, velocity_rad_s=nan, current_a=nan,
+                        torque_nm=nan, state=DriveState.ENABLED, sequence=0, age_s=inf)
+    assert safety.check(0.0, none_yet, nan, nan, 0.0, 0.0, 0.0) is FaultKind.STALE_FEEDBACK
+    assert safety.message == "no feedback sample received from the drive yet"
+    # a sample that did arrive with a NaN in it is still NON_FINITE, naming the value
+    safety = SafetyMonitor(ref_cfg.safety, ref_cfg.loop.overrun, DT, ref_cfg.controller.Kt)
+    torn = Feedback(t_s=0.0, position_rad=0.0, velocity_rad_s=0.0, current_a=nan,
+                    torque_nm=nan, state=DriveState.ENABLED, sequence=1, age_s=0.001)
+    assert safety.check(0.0, torn, 0.0, 0.0, 0.0, 0.0, 0.0) is FaultKind.NON_FINITE
+    assert safety.message == "non-finite current"
 
 
 def test_velocity_torque_and_standstill_limits(ref_cfg, tmp_path):
