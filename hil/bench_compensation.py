@@ -269,11 +269,14 @@ def build_cases(cfg: Config, mismatch: float, kt_m: float, monte_carlo: int, see
     return cases
 
 
+EXACT = "/exact"  # the suffix of a Monte Carlo case believed exactly
+
+
 def believed_exactly(cases: list[tuple[str, str, Config]]) -> list[tuple[str, str, Config]]:
     """Each Monte Carlo case's plant believed exactly (friction and J): ``<case>/exact``, kind
     ``exact``, so it joins the exact-set and never-worse goal lines ("any plausible table");
     also the yardstick of what identification can reach on that plant (``--identify``)."""
-    return [(f"{name}/exact", "exact", dataclasses.replace(c, controller=dataclasses.replace(
+    return [(f"{name}{EXACT}", "exact", dataclasses.replace(c, controller=dataclasses.replace(
         c.controller, friction=c.plant.friction, J=c.plant.J)))
         for name, kind, c in cases if kind == "mc"]
 
@@ -417,7 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", default=",".join(GOAL_SCENARIOS),
                         help=f"comma list (default: {','.join(GOAL_SCENARIOS)})")
     parser.add_argument("--cases", default="",
-                        help="comma list of case names to run (default: every case)")
+                        help="comma list of case names to run (default: every case); with "
+                             "--exact, <name>/exact runs only that plant believed exactly")
     parser.add_argument("--exact", action="store_true",
                         help="also run each Monte Carlo plant believed exactly (cases "
                              "<name>/exact): they join the exact-set and never-worse goal lines")
@@ -448,12 +452,18 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cases = build_cases(cfg, args.mismatch, args.kt_mismatch, args.monte_carlo, args.seed)
+    wanted: set[str] = set()
     if args.cases:
         wanted = set(args.cases.split(","))
-        unknown = wanted - {name for name, _, _ in cases}
+        # <name>/exact: the plant of <name> believed exactly (built below with --exact)
+        exact_of = {n[:-len(EXACT)] for n in wanted if n.endswith(EXACT)}
+        if exact_of and not (args.exact or args.identify):
+            parser.error(f"--cases: {', '.join(sorted(n + EXACT for n in exact_of))} "
+                         f"needs --exact")
+        unknown = (wanted - {n + EXACT for n in exact_of} | exact_of) - {name for name, _, _ in cases}
         if unknown:
             parser.error(f"--cases: no such case: {', '.join(sorted(unknown))}")
-        cases = [c for c in cases if c[0] in wanted]
+        cases = [c for c in cases if c[0] in wanted or c[0] in exact_of]
     if args.identify:
         from .bench_identify import identified_cases
 
@@ -461,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
         cases = cases + identified_cases(plants, cfg, out, args.seed, spec)
     if args.exact or args.identify:
         cases = cases + believed_exactly(cases)
+        if wanted:  # a case named only by its /exact version runs only believed exactly
+            cases = [c for c in cases if c[0] in wanted or c[0].rpartition("/")[0] in wanted]
     scenarios = tuple(x for x in args.scenarios.split(",") if x)
     tasks = build_tasks(cases, out, args.seed, args.duration_scale, modes, scenarios)
     print(f"{len(cases)} cases × {len(scenarios)} scenarios × {len(modes)} modes = "

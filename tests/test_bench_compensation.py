@@ -6,6 +6,8 @@ from __future__ import annotations
 import pickle
 import random
 
+import pytest
+
 from hil.bench_compensation import (BENCH_MODES, Task, build_cases, build_tasks, goal_report,
                                     random_belief, random_plant, run_one)
 
@@ -121,3 +123,26 @@ def test_the_exact_flag_runs_each_monte_carlo_plant_believed_exactly(tmp_path):
     assert set(runs) == {(c, m) for c in ("mc0", "mc0/exact") for m in ("off", "lugre_adaptive")}
     # the same plant, another belief: the model-based mode differs
     assert runs[("mc0", "lugre_adaptive")] != runs[("mc0/exact", "lugre_adaptive")]
+
+
+def test_a_case_named_by_its_exact_version_runs_only_believed_exactly(tmp_path, capsys):
+    import json
+
+    from controller.cli import main
+
+    out = tmp_path / "b"
+    assert main(["bench", "compensation", "--scenarios", "creep", "--modes", "off",
+                 "--duration-scale", "0.05", "--monte-carlo", "2", "--cases", "mc1/exact",
+                 "--exact", "--out", str(out)]) == 0
+    report = json.loads((out / "results.json").read_text())
+    assert report["cases"] == {"mc1/exact": "exact"}
+    # without --exact the name cannot be built: one line naming the case and the flag
+    with pytest.raises(SystemExit) as info:
+        main(["bench", "compensation", "--monte-carlo", "2", "--cases", "mc1/exact",
+              "--out", str(tmp_path / "c")])
+    assert info.value.code == 2
+    assert "--cases: mc1/exact needs --exact" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["bench", "compensation", "--monte-carlo", "2", "--cases", "mc7/exact", "--exact",
+              "--out", str(tmp_path / "d")])
+    assert "--cases: no such case: mc7" in capsys.readouterr().err
