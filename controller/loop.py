@@ -212,6 +212,9 @@ class ControlLoop:
         stop_reason = "completed"
         k = 0
         last_sample_t = NAN  # time of the last feedback sample
+        last_seq = fb.sequence  # sequence number of the last new sample
+        held = 0  # ticks since then that repeated it
+        pos_last = vel_last = 0.0  # position and velocity estimate at that sample
         missed = 0  # deadlines skipped in this run
         while True:
             deadline = t0 + k * dt
@@ -242,16 +245,29 @@ class ControlLoop:
                 safety.trip(FaultKind.COMMUNICATION, f"read: {type(err).__name__}: {err}", t_ref)
                 fb = None
             c0 = perf()  # controller compute: from here to just before the write
-            if fb is not None:
+            if fb is not None and fb.sequence != last_seq:  # a new sample
                 pos = fb.position_rad - pos0
                 # on the real clock the velocity estimate takes the time between the samples
                 # (the drive's sample times: a late tick followed by an early one is not a
-                # velocity spike); the nominal period in lockstep and for a repeated sample
+                # velocity spike); in lockstep the nominal periods since the last new sample
                 t_sample = fb.t_s
-                dt_vel = t_sample - last_sample_t if real and t_sample > last_sample_t else dt
+                dt_vel = (t_sample - last_sample_t if real and t_sample > last_sample_t
+                          else dt * (held + 1))
                 if t_sample == t_sample:
                     last_sample_t = t_sample
                 vel = velocity.step(pos, fb.velocity_rad_s, dt_vel)
+                last_seq = fb.sequence
+                held = 0
+                pos_last, vel_last = pos, vel
+            elif fb is not None:
+                # the same sample again (a lost frame or reply; the safety layer counts it as
+                # stale): no new information. The velocity estimate is held and the position
+                # extrapolated with it; read as a new sample, the repeated position would be
+                # zero speed for a tick and the PID would push (measured, the fault campaign's
+                # odrive_ascii/line_noise: peak 0.26 rad/s against the 0.1 rad/s reference)
+                held += 1
+                vel = vel_last
+                pos = pos_last + vel_last * dt * held
             else:
                 pos = vel = NAN
             pos_ref, vel_ref, acc_ref = reference.sample(t_ref)

@@ -18,7 +18,9 @@ def replay_ticks(cfg: Config, mode: str, dt: float, cols: dict[str, list[float]]
                  reference_from_measurement: bool = False) -> tuple[list[tuple[float, ...]], float]:
     """The loop's estimate-and-control path over n recorded ticks. ``cols`` holds lists:
     t_s, pos_rad, drive_vel_rad_s, pos_ref_rad, vel_ref_rad_s, acc_ref_rad_s2, current_a,
-    temperature_c, payload_kg, friction_true_nm, torque_cmd_nm (what the drive was sent).
+    temperature_c, payload_kg, friction_true_nm, torque_cmd_nm (what the drive was sent),
+    sequence (optional: a row repeating the previous sample's number was ridden through on the
+    held velocity, as the loop does; its logged position is the loop's extrapolation).
     ``reference_from_measurement``: no reference was recorded (a raw capture): the reference is
     the measured motion itself. Returns (one tuple per tick: friction_hat_nm, z_hat, fc_hat_nm,
     residual_nm, torque_cmd_nm, reidentify, learned_nm; wall seconds of the loop)."""
@@ -32,6 +34,10 @@ def replay_ticks(cfg: Config, mode: str, dt: float, cols: dict[str, list[float]]
     c_cur, c_temp, c_true, c_cmd = (cols["current_a"], cols["temperature_c"],
                                     cols["friction_true_nm"], cols["torque_cmd_nm"])
     payload = cols["payload_kg"]
+    c_seq = cols["sequence"] if "sequence" in cols else [float(j) for j in range(n)]
+    last_seq = -1.0
+    held = 0
+    vel = 0.0
     sig = TickSignals()
     velocity.reset(0.0)
     law.enable(0.0)
@@ -45,7 +51,14 @@ def replay_ticks(cfg: Config, mode: str, dt: float, cols: dict[str, list[float]]
         pos = c_pos[j]
         sig.t_s = c_t[j]
         sig.pos_rad = pos
-        sig.vel_rad_s = vel = velocity.step(pos, c_dvel[j], dt)
+        seq = c_seq[j]
+        if j == 0 or seq != last_seq:  # a new sample (the loop's rule, controller/loop.py)
+            vel = velocity.step(pos, c_dvel[j], dt * (held + 1))
+            last_seq = seq
+            held = 0
+        else:
+            held += 1
+        sig.vel_rad_s = vel
         if reference_from_measurement:
             sig.pos_ref_rad = pos
             sig.vel_ref_rad_s = vel

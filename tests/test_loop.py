@@ -124,6 +124,40 @@ def test_no_sample_yet_is_stale_feedback_not_its_nans(ref_cfg):
     assert safety.message == "non-finite current"
 
 
+class _LosesReplies(SimBackend):
+    """A drive whose reply is lost on some ticks: the loop reads the previous sample again (the
+    same sequence number), as the drivers return after a lost frame or a garbled reply."""
+
+    lost_at_s: tuple[float, ...] = (1.0, 1.5, 2.0)
+
+    def _read(self):
+        fb = super()._read()
+        previous = getattr(self, "_previous", None)
+        self._previous = fb
+        if previous is not None and any(abs(fb.t_s - t) < 0.5 * DT for t in self.lost_at_s):
+            self._previous = previous
+            return previous
+        return fb
+
+
+def test_a_repeated_sample_is_ridden_through_on_the_held_velocity(ref_cfg, tmp_path):
+    """A lost reply repeats the previous sample (fewer than stale_ticks in a row: no fault).
+    The loop holds its velocity estimate and extrapolates the position: read as a new sample,
+    the repeated position was zero speed for a tick and the PID's kd·v_ref kicked the axis."""
+    clean, run0, _ = sim(ref_cfg, tmp_path / "clean", duration_s=2.5)
+    summary, run, _ = sim(ref_cfg, tmp_path / "lost", duration_s=2.5, backend_cls=_LosesReplies)
+    assert summary["faults"] == [] and summary["stop_reason"] == "completed"
+    seq, vel, t = run["sequence"], run["vel_rad_s"], run["t_s"]
+    held = np.flatnonzero(np.diff(seq[:-1]) == 0) + 1  # the last row, the disable, repeats too
+    np.testing.assert_allclose(t[held], _LosesReplies.lost_at_s, atol=1.5 * DT)
+    np.testing.assert_array_equal(vel[held], vel[held - 1])  # the estimate held, not zero
+    # the tracking error after each loss stays at the undisturbed run's
+    err = np.abs(run["pos_ref_rad"] - run["pos_rad"])
+    err0 = np.abs(run0["pos_ref_rad"] - run0["pos_rad"])
+    after = (t > 0.99) & (t < 2.3)
+    assert err[after].max() < 1.5 * err0[after].max() + 2 * ref_cfg.plant.encoder.rad_per_count
+
+
 def test_velocity_torque_and_standstill_limits(ref_cfg, tmp_path):
     # velocity: a reference far faster than the limit
     cfg = with_changes(ref_cfg, safety={"velocity_limit_rad_s": 0.005})
