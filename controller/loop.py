@@ -214,6 +214,7 @@ class ControlLoop:
         last_sample_t = NAN  # time of the last feedback sample
         last_seq = fb.sequence  # sequence number of the last new sample
         held = 0  # ticks since then that repeated it
+        k_new = 0  # the tick of the last new sample
         pos_last = vel_last = 0.0  # position and velocity estimate at that sample
         missed = 0  # deadlines skipped in this run
         while True:
@@ -258,6 +259,7 @@ class ControlLoop:
                 vel = velocity.step(pos, fb.velocity_rad_s, dt_vel)
                 last_seq = fb.sequence
                 held = 0
+                k_new = k
                 pos_last, vel_last = pos, vel
             elif fb is not None:
                 # the same sample again (a lost frame or reply; the safety layer counts it as
@@ -267,7 +269,7 @@ class ControlLoop:
                 # odrive_ascii/line_noise: peak 0.26 rad/s against the 0.1 rad/s reference)
                 held += 1
                 vel = vel_last
-                pos = pos_last + vel_last * dt * held
+                pos = pos_last + vel_last * dt * (k - k_new)  # skipped deadlines counted
             else:
                 pos = vel = NAN
             pos_ref, vel_ref, acc_ref = reference.sample(t_ref)
