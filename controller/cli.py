@@ -169,10 +169,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if cfg.drive.protocol != "sim":
             _first_contact(cfg, backend)  # the link opens, or one line and exit 2: no log written
         reference = make_reference(scenario.reference, cfg.plant.encoder.rad_per_count, duration)
-        firmware = getattr(backend, "firmware", None)  # read at first contact where the protocol can
         session = Session(backend=backend, clock=clock, reference=reference, duration_s=duration,
-                          scenario=args.scenario, seed=args.seed, compensation=args.compensation,
-                          extra_header={"drive_firmware": str(firmware) if firmware else None})
+                          scenario=args.scenario, seed=args.seed, compensation=args.compensation)
         summary = run_session(cfg, session, Path(args.out), on_loop=_live_hook(args, status=True))
     finally:
         if backend is not None:

@@ -82,8 +82,16 @@ def _header(cfg: Config, s: Session, compensator: Compensator) -> dict[str, Any]
         "clock": "simulated" if s.clock.simulated else "real",
         "constant_speed_window": s.reference.constant_speed_window,
         "reversals": s.reference.reversals(s.duration_s),
+        # the version the drive reported at open (null: not reported, e.g. ODrive 0.5.6 over CAN,
+        # or the link did not open: the loop's own open then records the fault)
+        "drive_firmware": _drive_firmware(s.backend),
         **(s.extra_header or {}),
     }
+
+
+def _drive_firmware(backend: Any) -> str | None:
+    firmware = getattr(backend, "firmware", None) if backend.is_open else None
+    return str(firmware) if firmware else None
 
 
 class _SignalStop:
@@ -180,6 +188,10 @@ def run_session(cfg: Config, s: Session, out_dir: Path, *, plot: bool = True,
     capacity = max(2 * chunk_rows, int(round(cfg.logging.buffer_s * cfg.loop.rate_hz)))
     units = cfg.axis.column_units(dict(LOG_COLUMNS))  # pos_rad in m on a linear axis
     capacity = -(-capacity // chunk_rows) * chunk_rows  # a whole number of chunks
+    try:  # the link first, so the header carries what the drive reported (its firmware)
+        s.backend.open()
+    except Exception:  # noqa: BLE001 - the loop opens again, trips its fault and stops safely
+        pass
     # Lockstep runs outpace any disk: the loop waits for the writer (simulated time does not
     # suffer). On the real clock the loop never waits: a full ring is a fault.
     writer = RunLogWriter(log_path, COLUMN_NAMES, _header(cfg, s, compensator),

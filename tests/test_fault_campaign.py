@@ -16,6 +16,7 @@ import yaml
 from controller import cli
 from controller.clock import SimClock
 from controller.config import ScenarioFault, config_from_mapping, resolve_config_path
+from controller.runlog import read_log
 from controller.schema import ConfigError
 from drivers.cia402_protocol import CAN_ERR_BUSOFF, CAN_ERR_PROT
 from drivers.odrive_codec import FirmwareVersion
@@ -294,6 +295,19 @@ def test_the_campaign_runs_on_the_emulated_firmware_of_its_config(tmp_path):
     assert "DRV_FAULT" in summary["faults"][0]
 
 
+def test_a_hil_run_log_header_names_the_emulated_firmware(tmp_path):
+    """The link opens before the run log's header is written, so the header carries the version
+    the drive reported at open, as summary.json does (lockstep, in-process emulator)."""
+    from hil.hil_session import hil_run
+
+    data = shipped_data()
+    data["drive"]["emulated_firmware"] = "0.6.10"
+    summary = hil_run(config_from_mapping(data), "odrive_can", "creep", tmp_path, duration_s=0.1,
+                      plot=False)
+    assert summary["drive"]["firmware"].startswith("0.6.10")
+    assert read_log(tmp_path / "run.fctl").header["drive_firmware"] == summary["drive"]["firmware"]
+
+
 def test_the_emulator_process_speaks_the_configured_firmware(tmp_path):
     """``hil --realtime --process``: the firmware crosses to the emulator in its own process (a
     0.5.6 emulator would stay silent on Get_Version: firmware not reported)."""
@@ -306,6 +320,8 @@ def test_the_emulator_process_speaks_the_configured_firmware(tmp_path):
     summary = hil_run(cfg, "odrive_can", "creep", tmp_path, duration_s=0.2, realtime=True,
                       separate_process=True, plot=False)
     assert summary["drive"]["firmware"].startswith("0.6.3")
+    # the link opens before the log's header is written: the header names the firmware too
+    assert read_log(tmp_path / "run.fctl").header["drive_firmware"] == summary["drive"]["firmware"]
 
 
 def test_the_emulator_process_refuses_a_firmware_it_cannot_speak(capsys):
