@@ -45,6 +45,7 @@ from __future__ import annotations
 import collections
 import configparser
 import contextlib
+import functools
 import logging
 import math
 import struct
@@ -313,6 +314,11 @@ class _Inbox(can.Listener):
 
 
 # --- the backend ----------------------------------------------------------------------------------
+
+
+def _left(before: Optional[PowerState], state: Optional[PowerState]) -> bool:
+    """A state was seen and it is no longer ``before`` (a transition happened)."""
+    return state is not None and state is not before
 
 
 class Cia402Backend(Backend):
@@ -682,7 +688,9 @@ class Cia402Backend(Backend):
         node, net = self._node, self._network
         assert node is not None and net is not None
         for kind, maps in (("tpdo", node.tpdo), ("rpdo", node.rpdo)):
-            for n, pdo in maps.map.items():
+            pdo_maps = maps.map
+            assert pdo_maps is not None  # canopen builds the maps with the node
+            for n, pdo in pdo_maps.items():
                 if pdo.predefined_cob_id is None:
                     continue  # beyond the pre-defined set: leave as is
                 layout = self.mapping.layout(kind, n)
@@ -691,9 +699,10 @@ class Cia402Backend(Backend):
                 pdo.rtr_allowed = False
                 pdo.enabled = layout is not None
                 pdo.trans_type = PDO_TRANSMISSION_SYNC if layout else None
-                for f in layout.fields if layout else ():
+                fields = layout.fields if layout is not None else ()
+                for f in fields:
                     if pdo.add_variable(f.index, f.subindex, f.bits) is None:
-                        raise BackendError(f"{self._where}: {layout.name}: object 0x{f.index:04X} "
+                        raise BackendError(f"{self._where}: {kind.upper()}{n}: object 0x{f.index:04X} "
                                            f"is not in the object dictionary")
                 with self._translating(f"{kind.upper()}{n} configuration"):
                     pdo.save()
@@ -740,8 +749,9 @@ class Cia402Backend(Backend):
             if net.notifier is not None:
                 with contextlib.suppress(ValueError):
                     net.notifier.remove_listener(self._inbox)
-            if self._node is not None and net.nodes.get(self._node.id) is self._node:
-                del net[self._node.id]
+            node_id = self._node.id if self._node is not None else None
+            if node_id is not None and net.nodes.get(node_id) is self._node:
+                del net[node_id]
             try:
                 if self._owns_connection:
                     net.disconnect()
@@ -856,7 +866,7 @@ class Cia402Backend(Backend):
                 raise DriveFaultError(f"{self._where}: drive in {state.value}; reset_fault() first")
             self._cw = step.controlword
             before = state
-            seen = self._drive_until(step.controlword, lambda s, b=before: s is not None and s is not b,
+            seen = self._drive_until(step.controlword, functools.partial(_left, before),
                                      timeout_s)
             if seen is None or seen is before:
                 what = f"transition {step.transition}" if step.transition else "the drive's own transition"

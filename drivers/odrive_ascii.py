@@ -41,7 +41,7 @@ import logging
 import math
 import select
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 import serial
 
@@ -436,8 +436,8 @@ class ODriveAsciiBackend(Backend):
             commands.append(cmd_read(prop_current_state(a)))
         deadline = self._link_time() + self.timeout_s  # the write (which hardly blocks) included
         self._send(commands)
-        slots: list[Callable[[str], object]] = [parse_feedback, _parse_iq, _parse_state][:len(commands)]
-        f, iq, state = self._replies(slots, deadline)
+        parsers: tuple[Callable[[str], object], ...] = (parse_feedback, _parse_iq, _parse_state)
+        f, iq, state = self._replies(parsers[:len(commands)], deadline)
         if f is not None:
             self._pos_turns, self._vel_turns_s = f
             self._sample_at = self.clock.now()
@@ -450,7 +450,7 @@ class ODriveAsciiBackend(Backend):
                 self._poll_error()
         return self._sample()
 
-    def _replies(self, slots: list[Callable[[str], object]], deadline: float) -> list:
+    def _replies(self, slots: Sequence[Callable[[str], object]], deadline: float) -> list:
         """The replies in request order, one per slot (None where missing). A line that does not
         parse for the slot it would fill — noise, a late reply of an earlier tick — is rejected
         and skipped: the reply shapes differ, so no line can fill the wrong slot."""

@@ -245,6 +245,8 @@ def random_plant(cfg: Config, rng: random.Random) -> Config:
 def random_belief(cfg: Config, rng: random.Random, lo: float = 0.15, hi: float = 0.3) -> Config:
     """The controller's set and J off by U[lo, hi] per parameter, random signs."""
     p = cfg.plant.friction
+    if not isinstance(p, LuGreParams):
+        raise ValueError("random_belief: the plant needs one friction set, not one per direction")
     values = p.as_dict()
     for name in ("Fc", "Fs", "vs", "sigma0", "sigma1", "sigma2"):
         values[name] *= 1.0 + rng.choice((-1, 1)) * rng.uniform(lo, hi)

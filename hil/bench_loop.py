@@ -181,9 +181,9 @@ def cyclictest_latency(seconds: float, interval_us: int = 1000, priority: int | 
         elif line.startswith("# Max Latencies:"):
             max_us = int(line.split(":")[1].split()[0])
         elif line and line[0].isdigit():
-            lat, count = line.split()[:2]
+            bucket_us, count = line.split()[:2]
             if int(count):
-                hist.append((int(lat), int(count)))
+                hist.append((int(bucket_us), int(count)))
     if not hist:
         return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]}
     lat = np.array([h[0] for h in hist], dtype=float)

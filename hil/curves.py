@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from controller.config import PlantConfig
-from controller.friction import stribeck
+from controller.friction import LuGreParams, stribeck
 from controller.units import ROTARY, AxisUnits, display, key_units
 
 from .plant import Turntable
@@ -56,8 +56,8 @@ def friction_curves(cfg: PlantConfig, out_png: Path, seed: int = 0,
     import matplotlib.pyplot as plt
 
     p = cfg.friction
-    fs = max(getattr(p, "Fs", 0.0), getattr(getattr(p, "forward", None), "Fs", 0.0))
-    fc = getattr(p, "Fc", None) or p.forward.Fc
+    one = p if isinstance(p, LuGreParams) else p.forward  # a directional set: its forward half
+    fs, fc = one.Fs, one.Fc
     sweep = run_torque_profile(cfg, 1.05 * fs, 0.5, 4.0, seed=seed)
     pre = run_torque_profile(cfg, 0.5 * fc, 2.0, 2.0, seed=seed)
     half = len(pre.t_s) // 2  # drop the first cycle (unknown history)
@@ -68,7 +68,7 @@ def friction_curves(cfg: PlantConfig, out_png: Path, seed: int = 0,
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     vmax = float(np.max(np.abs(sweep.velocity_rad_s)))
     v = np.linspace(-vmax, vmax, 801)
-    vs = getattr(p, "vs", None) or p.forward.vs
+    vs = one.vs
     force, speed, kind = axis.force, axis.speed, axis.force_name
     scale, micro = display(1.0, axis.length)
     ax1.plot(sweep.velocity_rad_s, sweep.friction_nm, lw=1, label="LuGre (plant, dynamic)")

@@ -21,6 +21,7 @@ import argparse
 import signal
 import sys
 import threading
+from typing import Callable
 
 INTERFACE = "udp_multicast"
 
@@ -30,34 +31,41 @@ def _serve(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config)
     dt = 1.0 / args.rate if args.rate else cfg.loop.dt_s
+    start_emulator: Callable[[], object]
+    stop_emulator: Callable[[], None]
     if args.protocol == "cia402":
         from .emu_cia402 import Cia402Emulator, EmulatorMode
         from .hil_session import CIA402_RATED_CURRENT_A
 
-        emulator = Cia402Emulator(cfg.plant, channel=args.channel, interface=INTERFACE,
-                                  node_id=args.node_id, mode=EmulatorMode.REALTIME, period_s=dt,
-                                  rated_current_a=CIA402_RATED_CURRENT_A,
-                                  rated_torque_nm=CIA402_RATED_CURRENT_A * cfg.plant.Kt,
-                                  seed=args.seed)
-        stop_emulator = emulator.close
+        cia = Cia402Emulator(cfg.plant, channel=args.channel, interface=INTERFACE,
+                             node_id=args.node_id, mode=EmulatorMode.REALTIME, period_s=dt,
+                             rated_current_a=CIA402_RATED_CURRENT_A,
+                             rated_torque_nm=CIA402_RATED_CURRENT_A * cfg.plant.Kt,
+                             seed=args.seed)
+        start_emulator, stop_emulator = cia.start, cia.close
     else:
         from .emu_odrive_can import ODriveCanEmulator, firmware_from_text
         from .odrive_axis import EmuMode
 
         from .hil_session import emulated_watchdog_s
 
-        emulator = ODriveCanEmulator(cfg.plant, channel=args.channel, interface=INTERFACE,
-                                     node_id=args.node_id, seed=args.seed, mode=EmuMode.REALTIME,
-                                     dt_s=dt, watchdog_timeout_s=emulated_watchdog_s(cfg, True),
-                                     firmware=firmware_from_text(args.firmware
-                                                                 or cfg.drive.emulated_firmware))
-        stop_emulator = emulator.stop
+        odrive = ODriveCanEmulator(cfg.plant, channel=args.channel, interface=INTERFACE,
+                                   node_id=args.node_id, seed=args.seed, mode=EmuMode.REALTIME,
+                                   dt_s=dt, watchdog_timeout_s=emulated_watchdog_s(cfg, True),
+                                   firmware=firmware_from_text(args.firmware
+                                                               or cfg.drive.emulated_firmware))
+        start_emulator, stop_emulator = odrive.start, odrive.stop
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
-    emulator.start()
+    start_emulator()
     try:
         print("ready", flush=True)
-        watcher = threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True)
+
+        def until_stdin_closes() -> None:  # the parent gone: stop as on SIGTERM
+            sys.stdin.read()
+            done.set()
+
+        watcher = threading.Thread(target=until_stdin_closes, daemon=True)
         watcher.start()
         done.wait()
     finally:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
+import functools
 import math
 import random
 import struct
@@ -130,7 +131,7 @@ def targets() -> list[Target]:
         "odrive_can.error_status06": (oc6.decode_error_status, oc.Cmd.GET_MOTOR_ERROR),
         "odrive_can.clear_errors06": (oc6.decode_clear_errors06, oc.Cmd.CLEAR_ERRORS),
     }
-    out = [Target(name, (lambda rng, c=cmd: _can_frame(rng, c)), fn, (ProtocolError,))
+    out = [Target(name, functools.partial(_can_frame, cmd=cmd), fn, (ProtocolError,))
            for name, (fn, cmd) in can_decoders.items()]
     out += [
         Target("odrive_ascii.reply", _ascii_line, lambda b: asc.decode_reply(b, use_checksum=b"*" in b),

@@ -16,10 +16,11 @@ import math
 import os
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Protocol, cast
 
 from controller.clock import RealClock, SimClock
 from controller.config import Config
+from controller.config import Protocol as DriveProtocol
 from drivers.backend import Backend, Clock
 
 PROTOCOLS = ("cia402", "odrive_can", "odrive_ascii")
@@ -29,6 +30,12 @@ CIA402_RATED_CURRENT_A = 5.0  # the emulated drive's 0x6075 [A]
 COMMAND_DELAY_PERIODS = {"cia402": 2, "odrive_can": 1, "odrive_ascii": 1}
 
 
+class Emulator(Protocol):
+    """What the bench asks of an in-process drive emulator (besides its protocol)."""
+
+    def sampled_friction_nm(self) -> float: ...
+
+
 @dataclasses.dataclass
 class HilRig:
     """An emulator and the real driver connected to it."""
@@ -36,7 +43,7 @@ class HilRig:
     cfg: Config  # the config as the driver sees it (drive section adapted to the emulator)
     backend: Backend
     clock: Clock
-    emulator: object
+    emulator: Emulator | None  # None: in another process
 
     def true_friction_nm(self) -> float:
         if self.emulator is None:  # in another process: the truth is not at hand
@@ -50,7 +57,8 @@ class HilRig:
 LOCKSTEP_MIN_TIMEOUT_S = 0.05
 
 
-def _hil_drive_config(cfg: Config, protocol: str, channel: str, realtime: bool = True) -> Config:
+def _hil_drive_config(cfg: Config, name: str, channel: str, realtime: bool = True) -> Config:
+    protocol = cast(DriveProtocol, name)  # one of PROTOCOLS: hil_rig checked it
     d = cfg.drive
     if not realtime:
         d = dataclasses.replace(d, timeout_s=max(d.timeout_s, LOCKSTEP_MIN_TIMEOUT_S))
@@ -158,6 +166,7 @@ def _emulator_process(cfg: Config, protocol: str, seed: int) -> Iterator[Config]
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             cwd=Path(__file__).resolve().parents[1])
         try:
+            assert proc.stdout is not None  # stdout=PIPE
             line = proc.stdout.readline().strip()
             if line != "ready":
                 raise ConfigError("", f"emulator process for {protocol} did not start "
@@ -189,22 +198,22 @@ def hil_rig(cfg: Config, protocol: str, *, realtime: bool = False, seed: int = 0
             raise ValueError("--process: CAN protocols in real time only, without --capture")
         cfg = _hil_drive_config(cfg, protocol, "unused")
         with _emulator_process(cfg, protocol, seed) as proc_cfg:
-            clock = RealClock(proc_cfg.loop.spin_s)
-            if protocol == "cia402":
-                from drivers.cia402 import Cia402Backend as cls
-            else:
-                from drivers.odrive_can import ODriveCanBackend as cls
-            backend = cls.from_config(proc_cfg, clock)
+            from drivers.registry import backend_class
+
+            real_clock = RealClock(proc_cfg.loop.spin_s)
+            remote = backend_class(protocol).from_config(proc_cfg, real_clock)
             try:
-                yield HilRig(cfg=proc_cfg, backend=backend, clock=clock, emulator=None)
+                yield HilRig(cfg=proc_cfg, backend=remote, clock=real_clock, emulator=None)
             finally:
-                backend.close()
+                remote.close()
         return
     plant_cfg = plant or cfg.plant
     channel = f"frictionctl-hil-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     cfg = _hil_drive_config(cfg, protocol, channel, realtime)
     clock: Clock = RealClock(cfg.loop.spin_s) if realtime else SimClock()
     dt = cfg.loop.dt_s
+    emulator: Emulator
+    backend: Backend
     with contextlib.ExitStack() as stack:
         if protocol == "cia402":
             from drivers.cia402 import Cia402Backend
@@ -218,21 +227,22 @@ def hil_rig(cfg: Config, protocol: str, *, realtime: bool = False, seed: int = 0
                 rated_torque_nm=CIA402_RATED_CURRENT_A * plant_cfg.Kt,
                 capture_path=capture, seed=seed)
             stack.enter_context(emulator)
-            backend: Backend = Cia402Backend.from_config(cfg, clock)
+            backend = Cia402Backend.from_config(cfg, clock)
         elif protocol == "odrive_can":
             from drivers.odrive_can import ODriveCanBackend
 
             from .emu_odrive_can import ODriveCanEmulator, firmware_from_text
             from .odrive_axis import EmuMode
 
-            emulator = ODriveCanEmulator(
+            can_emulator = ODriveCanEmulator(
                 plant_cfg, channel=channel, node_id=cfg.drive.node_id, seed=seed,
                 mode=EmuMode.REALTIME if realtime else EmuMode.LOCKSTEP, dt_s=dt,
                 cyclic_feedback=cfg.drive.cyclic_feedback, capture=capture,
                 watchdog_timeout_s=emulated_watchdog_s(cfg, realtime),
                 firmware=firmware_from_text(cfg.drive.emulated_firmware))
-            emulator.start()
-            stack.callback(emulator.stop)
+            can_emulator.start()
+            stack.callback(can_emulator.stop)
+            emulator = can_emulator
             backend = ODriveCanBackend.from_config(cfg, clock)
         else:
             from drivers.odrive_ascii import ODriveAsciiBackend
@@ -240,12 +250,13 @@ def hil_rig(cfg: Config, protocol: str, *, realtime: bool = False, seed: int = 0
             from .emu_odrive_ascii import ODriveAsciiEmulator
             from .odrive_axis import EmuMode
 
-            emulator = ODriveAsciiEmulator(
+            serial_emulator = ODriveAsciiEmulator(
                 plant_cfg, seed=seed, mode=EmuMode.REALTIME if realtime else EmuMode.LOCKSTEP,
                 dt_s=dt, axis=cfg.drive.axis, byte_log=capture)
-            emulator.start()
-            stack.callback(emulator.stop)
-            backend = ODriveAsciiBackend.from_config(cfg, clock, port=emulator.port_name)
+            serial_emulator.start()
+            stack.callback(serial_emulator.stop)
+            emulator = serial_emulator
+            backend = ODriveAsciiBackend.from_config(cfg, clock, port=serial_emulator.port_name)
         stack.callback(backend.close)  # closes (and disables) before the emulator stops
         yield HilRig(cfg=cfg, backend=backend, clock=clock, emulator=emulator)
 

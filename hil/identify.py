@@ -833,6 +833,8 @@ def _run_ringing(runner: ExperimentRunner, st: _State) -> None:
 
 def _fit_ringing(st: _State) -> None:
     rec = st.ringing_rec
+    if rec is None:  # the ringing experiment did not record (the caller checks)
+        return
     fit = st.fits.get("both")
     base_vals = st.p.as_dict()
     if "both" in st.lines:
@@ -1012,7 +1014,7 @@ def _assemble(st: _State) -> IdentifyResult:
             for vals in (fv, rv):
                 vals["Fs"] = max(vals["Fs"], vals["Fc"])
             friction: FrictionParams = DirectionalParams(forward=LuGreParams(**fv), reverse=LuGreParams(**rv))
-            uncertainty = {"forward": {k: _r(v) for k, v in unc_f.items()},
+            uncertainty: dict[str, Any] = {"forward": {k: _r(v) for k, v in unc_f.items()},
                            "reverse": {k: _r(v) for k, v in unc_r.items()}}
             asym["pooled"] = pooled
     if not directional:
@@ -1065,7 +1067,8 @@ def _assemble(st: _State) -> IdentifyResult:
             "se_jacobian": _r(st.ringing.se_jacobian),
             "se_spread": _r(st.ringing.se_spread),
             "offset_nm": _r(st.ringing.offset_nm),
-            "ringing_counts": _r(st.ringing_rec.info.get("ringing_counts", math.nan)),
+            "ringing_counts": _r(st.ringing_rec.info.get("ringing_counts", math.nan)
+                                 if st.ringing_rec is not None else math.nan),
             "at_bound": st.ringing.at_bound,
         } if st.ringing is not None else {"run": False, "note": st.ringing_note}),
         "inertia": ({"J": _r(st.J), "se": _r(st.inertia.se), "J_config": _r(st.J_prior),
@@ -1237,8 +1240,9 @@ def plot_identification(st: _State, result: IdentifyResult, png: Path) -> Path:
     ax.set_title("breakaway ramps (dot: breakaway)")
 
     ax = axes[1, 0]
-    rec = st.presliding_rec
-    if rec is not None:
+    pre_rec = st.presliding_rec
+    if pre_rec is not None:
+        rec = pre_rec
         f = st.presliding_info.get("frequency_hz", 1.0)
         keep = (rec.t - 0.5) * f >= 1.0
         ax.plot(rec.torque[keep], rec.pos[keep] / q, lw=0.4, color="tab:gray", label="kept cycles")
@@ -1256,8 +1260,9 @@ def plot_identification(st: _State, result: IdentifyResult, png: Path) -> Path:
     ax.set_title("pre-sliding loops")
 
     ax = axes[1, 1]
-    rec = st.ringing_rec
-    if rec is not None:
+    ring_rec = st.ringing_rec
+    if ring_rec is not None:
+        rec = ring_rec
         ax.plot(rec.t, rec.pos / q, lw=0.6, label="encoder")
         if st.ringing is not None and st.ringing.simulated.size:
             ax.plot(rec.t[:st.ringing.simulated.size], st.ringing.simulated / q, lw=0.6,

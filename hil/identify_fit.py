@@ -632,8 +632,8 @@ def simulate_presliding(params: LuGreParams, J: float, torque, dt_s: float, *, o
     dFs = Fs - Fc
     u = np.asarray(torque, dtype=float)
     out = np.empty(u.size)
-    zs = np.empty(u.size) if states else None
-    ws = np.empty(u.size) if states else None
+    zs = np.empty(u.size if states else 0)  # filled only with ``states``
+    ws = np.empty(u.size if states else 0)
     h = dt_s / substeps
     inv_j = 1.0 / J
     exp = math.exp

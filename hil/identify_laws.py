@@ -20,7 +20,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from controller.reference import HoldReference, Reference, SineReference
 from controller.safety import FaultKind
 from drivers.backend import Backend, Clock
 from drivers.errors import FrictionctlError
+
+if TYPE_CHECKING:
+    from controller.loop import ControlLoop
 
 Progress = Callable[[float, float], None]
 
@@ -70,7 +73,7 @@ class ExperimentLaw:
         self.pid = PID(gains)  # closed-loop laws use it; open-loop ones log its zeros
         self.ff_nm = 0.0
         self.stop_event: Optional[threading.Event] = None
-        self.loop = None  # the ControlLoop running this law (set by the runner)
+        self.loop: Optional[ControlLoop] = None  # the ControlLoop running this law (set by the runner)
 
     def enable(self, pos_rad: float) -> None:
         self.pid.enable(pos_rad, 0.0)
@@ -261,6 +264,8 @@ class ExperimentRunner:
         summary = run_session(self.cfg, session, run_dir, plot=False, progress=progress,
                               on_loop=on_loop)
         loop = law.loop
+        if loop is None:
+            raise IdentificationError(f"identify: experiment '{name}': the loop never started")
         rec = record_from_log(name, run_dir / "run.fctl", self.cfg.controller.Kt)
         self.done_s += rec.t.size * self.cfg.loop.dt_s
         self.records.append(rec)

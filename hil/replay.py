@@ -83,8 +83,9 @@ def replay_log(run: RunLog, cfg: Config, compensation: str | None = None,
     cols["payload_kg"] = (run["payload_kg"][rows] if "payload_kg" in run.columns
                           else np.zeros(n)).tolist()
     out, wall = _replay_ticks(cfg, mode, dt, cols, n, progress)
-    return ReplayResult(run["t_s"][rows], *out, logged=run, rows=rows, wall_s=wall,
-                        compensation=mode)
+    f_hat, z_hat, fc_hat, residual, torque, reidentify, learned = out  # REPLAY_COLUMNS[1:]
+    return ReplayResult(run["t_s"][rows], f_hat, z_hat, fc_hat, residual, torque, reidentify,
+                        learned, logged=run, rows=rows, wall_s=wall, compensation=mode)
 
 
 def replay_capture(path: Path, cfg: Config, out_dir: Path, *, protocol: str | None = None,
