@@ -212,9 +212,12 @@ class ControlLoop:
         stop_reason = "completed"
         k = 0
         last_sample_t = NAN  # time of the last feedback sample
-        last_seq = fb.sequence  # sequence number of the last new sample
+        # the first tick's sample counts as new whatever its number (so does the replay's and
+        # the safety monitor's): the enable-time read above only fixed the position origin
+        last_seq = -1  # sequence number of the last new sample (the drivers count from 0)
         held = 0  # ticks since then that repeated it
-        k_new = 0  # the tick of the last new sample
+        k_new = -1  # the tick of the last new sample (the enable-time read: one period before)
+        stale_ticks = self.cfg.safety.stale_ticks
         pos_last = vel_last = 0.0  # position and velocity estimate at that sample
         missed = 0  # deadlines skipped in this run
         while True:
@@ -253,7 +256,7 @@ class ControlLoop:
                 # velocity spike); in lockstep the nominal periods since the last new sample
                 t_sample = fb.t_s
                 dt_vel = (t_sample - last_sample_t if real and t_sample > last_sample_t
-                          else dt * (held + 1))
+                          else dt * (k - k_new))  # skipped deadlines counted
                 if t_sample == t_sample:
                     last_sample_t = t_sample
                 vel = velocity.step(pos, fb.velocity_rad_s, dt_vel)
@@ -267,9 +270,17 @@ class ControlLoop:
                 # extrapolated with it; read as a new sample, the repeated position would be
                 # zero speed for a tick and the PID would push (measured, the fault campaign's
                 # odrive_ascii/line_noise: peak 0.26 rad/s against the 0.1 rad/s reference)
+                # During a stop the safety checks no longer run: past the stale limit the
+                # feedback counts as lost (the stop cuts the torque), and a stale fault is
+                # recorded; extrapolated on, the stop would brake a motion it cannot see.
                 held += 1
-                vel = vel_last
-                pos = pos_last + vel_last * dt * (k - k_new)  # skipped deadlines counted
+                if stopping_at >= 0 and held >= stale_ticks:
+                    safety.trip(FaultKind.STALE_FEEDBACK, f"no new feedback sample for {held} "
+                                "ticks during the stop", t_ref)
+                    pos = vel = NAN
+                else:
+                    vel = vel_last
+                    pos = pos_last + vel_last * dt * (k - k_new)  # skipped deadlines counted
             else:
                 pos = vel = NAN
             pos_ref, vel_ref, acc_ref = reference.sample(t_ref)

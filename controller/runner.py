@@ -85,6 +85,9 @@ def _header(cfg: Config, s: Session, compensator: Compensator) -> dict[str, Any]
         # the version the drive reported at open (null: not reported, e.g. ODrive 0.5.6 over CAN,
         # or the link did not open: the loop's own open then records the fault)
         "drive_firmware": _drive_firmware(s.backend),
+        # a repeated sample (same sequence number) is ridden through on the held velocity
+        # (controller/loop.py); the replay follows the logged numbers only in logs saying so
+        "repeated_samples": "held",
         **(s.extra_header or {}),
     }
 

@@ -80,6 +80,8 @@ def replay_log(run: RunLog, cfg: Config, compensation: str | None = None,
     cols = {name: run[name][rows].tolist() for name in (
         "t_s", "pos_rad", "pos_ref_rad", "vel_ref_rad_s", "acc_ref_rad_s2", "current_a",
         "torque_cmd_nm", "temperature_c", "friction_true_nm", "drive_vel_rad_s", "sequence")}
+    if run.header.get("repeated_samples") != "held":  # an older loop read every row as new
+        del cols["sequence"]
     cols["payload_kg"] = (run["payload_kg"][rows] if "payload_kg" in run.columns
                           else np.zeros(n)).tolist()
     out, wall = _replay_ticks(cfg, mode, dt, cols, n, progress)

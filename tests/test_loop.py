@@ -158,6 +158,30 @@ def test_a_repeated_sample_is_ridden_through_on_the_held_velocity(ref_cfg, tmp_p
     assert err[after].max() < 1.5 * err0[after].max() + 2 * ref_cfg.plant.encoder.rad_per_count
 
 
+@pytest.mark.parametrize("hold_s", [0.0, 1.0])
+def test_feedback_frozen_during_the_stop_cuts_the_torque_and_records_a_stale_fault(
+        ref_cfg, tmp_path, hold_s):
+    """The safety checks do not run during the stop: a feedback that freezes after the stop
+    began is ridden through only up to the stale limit, then counts as lost (STO) and a
+    STALE_FEEDBACK fault is recorded. (Extrapolated on, the stop saw the axis keep its speed,
+    braked at the torque limit for 102 ticks and drove it backwards to -5 rad/s; with a hold it
+    ran away to -50 rad/s.)"""
+    from controller.reference import _ConstantVelocity
+
+    end_s = 0.6
+    cfg = with_changes(ref_cfg, safety={"hold_s": hold_s})
+    summary, run, backend = sim(cfg, tmp_path, duration_s=end_s,
+                                reference=_ConstantVelocity(0.5, 0.05, (0.3, end_s)),
+                                faults=((end_s + 0.003, "stale"),))
+    stop = run["t_s"] >= end_s - 0.5 * DT
+    stale_ticks = cfg.safety.stale_ticks
+    assert any(f.startswith("STALE_FEEDBACK") and "during the stop" in f for f in summary["faults"])
+    assert stop.sum() <= stale_ticks + 5  # ended by the stale limit, not by the stop's plan
+    assert run["torque_cmd_nm"][-1] == 0.0 and not backend.enabled
+    assert np.abs(run["torque_cmd_nm"][stop]).max() < 0.75 * cfg.safety.torque_limit_nm
+    assert StopPhase.STO.value in run["stop_phase"][stop]  # torque off, then the disable row
+
+
 def test_velocity_torque_and_standstill_limits(ref_cfg, tmp_path):
     # velocity: a reference far faster than the limit
     cfg = with_changes(ref_cfg, safety={"velocity_limit_rad_s": 0.005})

@@ -60,6 +60,44 @@ def test_replay_is_exact_over_repeated_samples(tmp_path):
     assert out["max_abs_diff_torque_nm"] <= 1e-12
 
 
+def test_replay_is_exact_when_the_first_tick_repeats_the_enable_time_sample(tmp_path):
+    """A reply lost on the first tick repeats the sample read at enable. The loop counts the
+    first tick's sample as new, as the replay does (with the axis already moving, the loop
+    that held it stepped its velocity over two periods and the replay over one: 0.06 N·m)."""
+    from .test_loop import DT, _LosesReplies
+
+    class FirstLost(_LosesReplies):
+        lost_at_s = (DT,)
+
+    def spinning(backend):
+        backend.plant.omega_rad_s = 0.05
+
+    summary, log, _ = sim(reference_config(), tmp_path / "run", duration_s=0.5,
+                          compensation="lugre_adaptive", backend_cls=FirstLost,
+                          backend_hook=spinning)
+    assert summary["faults"] == []
+    res = replay_log(log, config_from_log(log))
+    assert np.max(np.abs(res.torque_cmd_nm - log["torque_cmd_nm"][res.rows])) <= 1e-12
+
+
+def test_a_log_of_a_loop_that_read_every_row_as_new_is_replayed_so(tmp_path):
+    """Logs written before the loop rode through repeated samples carry no
+    ``repeated_samples: held`` in their header: their replay reads every row as a new sample,
+    as that loop did (so a log of this loop stripped of the mark no longer replays exactly)."""
+    from .test_loop import _LosesReplies
+
+    sim(reference_config(), tmp_path / "run", duration_s=2.5, compensation="lugre_adaptive",
+        backend_cls=_LosesReplies)
+    run = read_log(tmp_path / "run" / "run.fctl")
+    assert run.header["repeated_samples"] == "held"
+    exact = replay_log(run, config_from_log(run))
+    del run.header["repeated_samples"]
+    as_old = replay_log(run, config_from_log(run))
+    logged = run["torque_cmd_nm"][exact.rows]
+    assert np.max(np.abs(exact.torque_cmd_nm - logged)) <= 1e-12
+    assert np.max(np.abs(as_old.torque_cmd_nm - logged)) > 1e-7  # 9e-7 N·m at creep
+
+
 def test_what_if_parameters_change_the_estimate(adaptive_run):
     path, log = adaptive_run
     run = read_log(path)
