@@ -50,6 +50,9 @@ LOG_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ff_param_step_nm", "N·m"), ("fallback", "-"),
     ("learned_nm", "N·m"),  # feedforward learned from the residual (DOB term + learned table)
     ("stop_phase", "StopPhase"),  # 0 run, 1 SS1 deceleration, 2 hold, 3 STO, 4 disabled
+    # the interval the velocity estimate stepped over on this tick (the drive's sample times on
+    # the real clock); 0: no new sample, the estimate held. The replay steps with it.
+    ("vel_dt_s", "s"),
 )
 COLUMN_NAMES = tuple(name for name, _ in LOG_COLUMNS)
 
@@ -139,6 +142,7 @@ class ControlLoop:
         self.status = LoopStatus()
         self._stop_request = ""
         self._sig = TickSignals()
+        self._vel_dt = 0.0  # this tick's velocity-estimate interval [s] (the vel_dt_s column)
 
     def request_stop(self, reason: str) -> None:
         """Ask the loop to stop (signal handlers call this): the safe-stop path, no fault."""
@@ -260,6 +264,7 @@ class ControlLoop:
                 if t_sample == t_sample:
                     last_sample_t = t_sample
                 vel = velocity.step(pos, fb.velocity_rad_s, dt_vel)
+                self._vel_dt = dt_vel
                 last_seq = fb.sequence
                 held = 0
                 k_new = k
@@ -274,6 +279,7 @@ class ControlLoop:
                 # feedback counts as lost (the stop cuts the torque), and a stale fault is
                 # recorded; extrapolated on, the stop would brake a motion it cannot see.
                 held += 1
+                self._vel_dt = 0.0
                 if stopping_at >= 0 and held >= stale_ticks:
                     safety.trip(FaultKind.STALE_FEEDBACK, f"no new feedback sample for {held} "
                                 "ticks during the stop", t_ref)
@@ -283,6 +289,7 @@ class ControlLoop:
                     pos = pos_last + vel_last * dt * (k - k_new)  # skipped deadlines counted
             else:
                 pos = vel = NAN
+                self._vel_dt = 0.0
             pos_ref, vel_ref, acc_ref = reference.sample(t_ref)
             f_true = truth()
             if stopping_at < 0 and not safety.fault and fb is not None:
@@ -403,7 +410,7 @@ class ControlLoop:
             1.0 if overrun else 0.0, float(self.safety.fault), state, seq, temp,
             1.0 if pid.saturated else 0.0, 1.0 if comp.reidentify else 0.0, drive_vel,
             self._sig.payload_kg, comp.param_step_nm, 1.0 if comp.fallback else 0.0,
-            comp.learned_nm, float(self._stop.phase),
+            comp.learned_nm, float(self._stop.phase), self._vel_dt,
         )
 
     def _log_disable(self, sink: LogSink, t: float, pos: float, vel: float, pos_ref: float,

@@ -82,6 +82,8 @@ def replay_log(run: RunLog, cfg: Config, compensation: str | None = None,
         "torque_cmd_nm", "temperature_c", "friction_true_nm", "drive_vel_rad_s", "sequence")}
     if run.header.get("repeated_samples") != "held":  # an older loop read every row as new
         del cols["sequence"]
+    if "vel_dt_s" in run.columns:  # the velocity estimate's intervals (real clock: sample times)
+        cols["vel_dt_s"] = run["vel_dt_s"][rows].tolist()
     cols["payload_kg"] = (run["payload_kg"][rows] if "payload_kg" in run.columns
                           else np.zeros(n)).tolist()
     out, wall = _replay_ticks(cfg, mode, dt, cols, n, progress)

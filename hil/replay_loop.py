@@ -20,7 +20,9 @@ def replay_ticks(cfg: Config, mode: str, dt: float, cols: dict[str, list[float]]
     t_s, pos_rad, drive_vel_rad_s, pos_ref_rad, vel_ref_rad_s, acc_ref_rad_s2, current_a,
     temperature_c, payload_kg, friction_true_nm, torque_cmd_nm (what the drive was sent),
     sequence (optional: a row repeating the previous sample's number was ridden through on the
-    held velocity, as the loop does; its logged position is the loop's extrapolation).
+    held velocity, as the loop does; its logged position is the loop's extrapolation),
+    vel_dt_s (optional: the interval the loop's velocity estimate stepped over; without it
+    the nominal periods since the last new sample, exact in lockstep only).
     ``reference_from_measurement``: no reference was recorded (a raw capture): the reference is
     the measured motion itself. Returns (one tuple per tick: friction_hat_nm, z_hat, fc_hat_nm,
     residual_nm, torque_cmd_nm, reidentify, learned_nm; wall seconds of the loop)."""
@@ -35,6 +37,7 @@ def replay_ticks(cfg: Config, mode: str, dt: float, cols: dict[str, list[float]]
                                     cols["friction_true_nm"], cols["torque_cmd_nm"])
     payload = cols["payload_kg"]
     c_seq = cols["sequence"] if "sequence" in cols else [float(j) for j in range(n)]
+    c_vdt = cols["vel_dt_s"] if "vel_dt_s" in cols else [0.0] * n  # 0: from the row count
     last_seq = -1.0
     held = 0
     vel = 0.0
@@ -53,7 +56,8 @@ def replay_ticks(cfg: Config, mode: str, dt: float, cols: dict[str, list[float]]
         sig.pos_rad = pos
         seq = c_seq[j]
         if j == 0 or seq != last_seq:  # a new sample (the loop's rule, controller/loop.py)
-            vel = velocity.step(pos, c_dvel[j], dt * (held + 1))
+            vdt = c_vdt[j]
+            vel = velocity.step(pos, c_dvel[j], vdt if vdt > 0.0 else dt * (held + 1))
             last_seq = seq
             held = 0
         else:
