@@ -124,7 +124,19 @@ def test_no_sample_yet_is_stale_feedback_not_its_nans(ref_cfg):
     assert safety.message == "non-finite current"
 
 
-class _LosesReplies(SimBackend):
+class _TracesThePlant(SimBackend):
+    """Records the plant's true angle at each read (the log's pos_rad on a held row is the
+    loop's own extrapolation, not a measurement)."""
+
+    def _read(self):
+        trace = getattr(self, "true_theta", None)
+        if trace is None:
+            trace = self.true_theta = []
+        trace.append(self.plant.theta_rad)
+        return super()._read()
+
+
+class _LosesReplies(_TracesThePlant):
     """A drive whose reply is lost on some ticks: the loop reads the previous sample again (the
     same sequence number), as the drivers return after a lost frame or a garbled reply."""
 
@@ -144,8 +156,10 @@ def test_a_repeated_sample_is_ridden_through_on_the_held_velocity(ref_cfg, tmp_p
     """A lost reply repeats the previous sample (fewer than stale_ticks in a row: no fault).
     The loop holds its velocity estimate and extrapolates the position: read as a new sample,
     the repeated position was zero speed for a tick and the PID's kd·v_ref kicked the axis."""
-    clean, run0, _ = sim(ref_cfg, tmp_path / "clean", duration_s=2.5)
-    summary, run, _ = sim(ref_cfg, tmp_path / "lost", duration_s=2.5, backend_cls=_LosesReplies)
+    clean, run0, traced = sim(ref_cfg, tmp_path / "clean", duration_s=2.5,
+                              backend_cls=_TracesThePlant)
+    summary, run, lossy = sim(ref_cfg, tmp_path / "lost", duration_s=2.5,
+                              backend_cls=_LosesReplies)
     assert summary["faults"] == [] and summary["stop_reason"] == "completed"
     seq, vel, t = run["sequence"], run["vel_rad_s"], run["t_s"]
     held = np.flatnonzero(np.diff(seq[:-1]) == 0) + 1  # the last row, the disable, repeats too
@@ -156,6 +170,11 @@ def test_a_repeated_sample_is_ridden_through_on_the_held_velocity(ref_cfg, tmp_p
     err0 = np.abs(run0["pos_ref_rad"] - run0["pos_rad"])
     after = (t > 0.99) & (t < 2.3)
     assert err[after].max() < 1.5 * err0[after].max() + 2 * ref_cfg.plant.encoder.rad_per_count
+    # and the true axis (not the logged extrapolation) moved as in the undisturbed run: the old
+    # loop's kick put it 4.3 µrad off
+    n = min(len(traced.true_theta), len(lossy.true_theta))
+    moved = np.abs(np.subtract(lossy.true_theta[:n], traced.true_theta[:n]))
+    assert moved.max() < 2 * ref_cfg.plant.encoder.rad_per_count
 
 
 @pytest.mark.parametrize("hold_s", [0.0, 1.0])
