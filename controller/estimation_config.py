@@ -125,8 +125,10 @@ class ObserverConfig:
     learning_evidence_s: Optional[float] = None  # in-bin time for a speed bin's full weight
     #   [s]; rule: 10/(2π·f_m) (ten momentum-observer time constants: 16 ms at 100 Hz)
     learning_release_s: Optional[float] = None  # at rest the path-table term fed at the stop is
-    #   released with this time constant, not dropped [s]; rule: kp/ki (the PID's integral
-    #   time: the integrator takes over what the feedforward lets go)
+    #   released with this time constant, not dropped [s]; rule: max(kp/ki, 1/(2π·bandwidth_hz))
+    #   (the slower of the two that take over what the feedforward lets go: the PID's integrator
+    #   and the estimator's residual correction, whose sigma0·ẑ is the feedforward at rest;
+    #   kp/ki alone where the correction is off)
 
     def __post_init__(self) -> None:
         for name in ("momentum_bandwidth_hz", "clamp_margin_nm", "residual_limit_nm",
@@ -287,7 +289,9 @@ def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
         learning_deadzone_nm=_pick(cfg.learning_deadzone_nm, 0.01 * p.Fc),
         learning_time_constant_s=_pick(cfg.learning_time_constant_s, 2.0 / (2.0 * math.pi * fp)),
         learning_evidence_s=_pick(cfg.learning_evidence_s, 10.0 / (2.0 * math.pi * mbw)),
-        learning_release_s=_pick(cfg.learning_release_s, integral_time))
+        learning_release_s=_pick(cfg.learning_release_s,
+                                 max(integral_time, 1.0 / (2.0 * math.pi * bw)) if bw > 0.0
+                                 else integral_time))
 
 
 def resolve_adaptation(cfg: AdaptationConfig, friction: FrictionParams) -> AdaptationConfig:

@@ -45,7 +45,11 @@ def test_observer_defaults_follow_their_rules(p, J, pid_hz):
     zeta = p.sigma1 / (2 * math.sqrt(p.sigma0 * J))  # the bristle mode's damping ratio
     assert o.dob_presliding_rad == (pytest.approx(3 * p.Fs / p.sigma0) if zeta < 0.1 else 0.0)
     assert o.rest_spring_s == pytest.approx(pid.kp / pid.ki)
-    assert o.learning_release_s == pytest.approx(pid.kp / pid.ki)
+    # the slower of the integrator and the estimator's correction takes over at a stop
+    assert o.learning_release_s == pytest.approx(max(pid.kp / pid.ki,
+                                                     1 / (2 * math.pi * o.bandwidth_hz)))
+    assert resolve_observer(ObserverConfig(correction="none"), p, J, pid).learning_release_s \
+        == pytest.approx(pid.kp / pid.ki)  # no correction: the integrator alone
     assert o.handover_rate_nm_s == pytest.approx(pid.ki * 0.02 * p.Fc / p.sigma0)
     assert o.dob_damping_limit == pytest.approx(pid.kd)
     assert resolve_adaptation(AdaptationConfig(), p).inconsistent_residual_nm == pytest.approx(0.1 * p.Fc)
