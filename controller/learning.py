@@ -21,7 +21,9 @@ friction) the model leaves, per direction and per distance travelled by the refe
 started moving in that direction (log-spaced bins from 0.05·Fs/sigma0 to 300·Fs/sigma0: the
 bristle scale, where breakaways and reversals live; LuGre friction after a reversal is a
 function of that distance at low speed), and, while the reference brakes for a stop (a
-reversal or a rest), per distance still to go, v_ref²/(2·|a_ref|), on the same bins. Each pass
+reversal or a rest), per distance still to go, v_ref²/(2·|a_ref|), on the same bins, the
+residual against the feedforward model rather than the estimator (the compensator passes it;
+why: ``LuGreCompensator._learn``). Each pass
 learns into a copy of the table (linear-interpolation weights, so the table stays smooth; the
 residual taken one momentum-observer lag back along the path; a running mean in which older
 passes weigh half as much after each pass, so the table follows what the model gets wrong now);
@@ -30,8 +32,9 @@ pass learned is fed forward from the next pass on, before the residual appears, 
 within the pass (no fast loop through the residual). The term is dead-zoned (what a
 well-modelled plant leaves is not fed forward), bounded to ±limit, frozen while held
 (saturation, fault, non-finite input), zero beyond the last bin (steady sliding pays no noise
-for it) and, at rest, released with ``release_s`` (the PID's integral time): the term fed at the
-stop decays rather than vanishing in one tick, a torque step on the stopping axis (measured,
+for it) and, at rest, released with ``release_s`` (rule: ``observer.learning_release_s``): the
+term fed at the stop decays rather than vanishing in one tick, a torque step on the stopping
+axis (measured with the PID's integral time as ``release_s``,
 ``bench compensation`` over noise seeds 1–4: mismatched scans beyond 1.5× oracle 13 → 9 of 92,
 the worst per seed 1.54 → 1.32, 2.60 → 1.79, 5.11 → 4.54, 2.04 → 2.00).
 
