@@ -21,9 +21,10 @@ friction) the model leaves, per direction and per distance travelled by the refe
 started moving in that direction (log-spaced bins from 0.05·Fs/sigma0 to 300·Fs/sigma0: the
 bristle scale, where breakaways and reversals live; LuGre friction after a reversal is a
 function of that distance at low speed), and, while the reference brakes for a stop (a
-reversal or a rest), per distance still to go, v_ref²/(2·|a_ref|), on the same bins, the
-residual against the feedforward model rather than the estimator (the compensator passes it;
-why: ``LuGreCompensator._learn``). Each pass
+reversal or a rest), per distance still to go, v_ref²/(2·|a_ref|), on the same bins; braking
+for a rest, the residual against the feedforward model rather than the estimator (the
+compensator passes both; the pass's end decides which is kept; why: ``LuGreCompensator._learn``).
+Each pass
 learns into a copy of the table (linear-interpolation weights, so the table stays smooth; the
 residual taken one momentum-observer lag back along the path; a running mean in which older
 passes weigh half as much after each pass, so the table follows what the model gets wrong now);
@@ -61,6 +62,7 @@ _SPEED_SPAN: Final = math.log(30.0) - _LOG_LO
 _PATH_BINS: Final = 24  # log-spaced 0.05·Fs/sigma0 … 300·Fs/sigma0
 _PATH_LO: Final = 0.05
 _PATH_SPAN: Final = math.log(300.0 / 0.05)
+NAN: Final = float("nan")
 _VS_GRID: Final = 25  # candidate vs, log-spaced vs/4 … 4·vs
 _STABLE_SWEEPS: Final = 40  # sweeps over the vs grid that must agree for confidence
 
@@ -301,7 +303,8 @@ class PathTable:
     """Learned feedforward along the path from each start/reversal (module docstring)."""
 
     __slots__ = ("d_lo", "inv_step", "limit_nm", "dead_nm", "time_constant_s", "lag_s", "values",
-                 "pending", "counts", "term_nm", "predicted_nm", "_pass", "release_s",
+                 "pending", "pending_rest", "counts", "term_nm", "predicted_nm", "_pass",
+                 "release_s",
                  "_release_dt", "_release_decay")
 
     def __init__(self, fs_nm: float, sigma0: float, limit_nm: float, time_constant_s: float,
@@ -321,6 +324,8 @@ class PathTable:
         # [forward after start, reverse after start, forward before stop, reverse before stop]
         self.values = [[0.0] * _PATH_BINS for _ in range(4)]  # [N·m]
         self.pending = [[0.0] * _PATH_BINS for _ in range(4)]  # learned on the pass under way
+        # the braking tables learned from ``rest_residual_nm``: kept when the pass ends at rest
+        self.pending_rest = [[0.0] * _PATH_BINS for _ in range(2)]
         self.counts = [[0.0] * _PATH_BINS for _ in range(4)]  # interpolation weight sums
         self._pass = 0  # direction of the pass under way (0: none)
         self.term_nm = 0.0  # the term fed forward [N·m]
@@ -343,19 +348,25 @@ class PathTable:
         return table[i] + f * (table[i + 1] - table[i])
 
     def step(self, d_rad: float, d_back_rad: float, direction: int, segment: int,
-             residual_nm: float, dt_s: float, hold: bool) -> float:
+             residual_nm: float, dt_s: float, hold: bool,
+             rest_residual_nm: float = NAN) -> float:
         """One tick ``d_rad`` along ``segment`` (0: distance travelled since the reference took
         ``direction``, ±1; 1: distance still to go to the stop it is braking for), ``d_back_rad``
         the same one residual lag earlier; direction 0: at rest, the term fed at the stop decays
         as exp(−t/release_s) (a step would be a torque step on the stopping axis). Learns from
         ``residual_nm`` (unless ``hold`` or non-finite) at ``d_back_rad``; returns the term at
         ``d_rad`` [N·m]. :attr:`predicted_nm`: the table at ``d_back_rad`` (what it expects the
-        residual to be now)."""
+        residual to be now). Braking (segment 1) it also learns ``rest_residual_nm`` (NaN: the
+        same residual) into a second copy, which replaces the braking table instead when the
+        pass ends at rest (direction 0 next) rather than in a reversal: which lesson applies
+        is known only when the pass ends."""
         if direction != self._pass:  # a pass ended: what it learned is used from the next one
             if self._pass != 0:
                 j = 0 if self._pass > 0 else 1
+                self.values[j][:] = self.pending[j]
+                # braking: for a stop at rest, what was learned from the rest residual
+                self.values[j + 2][:] = self.pending_rest[j] if direction == 0 else self.pending[j + 2]
                 for k in (j, j + 2):
-                    self.values[k][:] = self.pending[k]
                     counts = self.counts[k]
                     for i in range(_PATH_BINS):  # older passes weigh half as much each pass
                         counts[i] *= 0.5
@@ -364,6 +375,7 @@ class PathTable:
                 j = 0 if direction > 0 else 1
                 self.pending[j][:] = self.values[j]
                 self.pending[j + 2][:] = self.values[j + 2]
+                self.pending_rest[j][:] = self.values[j + 2]
         if direction == 0:
             if dt_s != self._release_dt:
                 self._release_dt = dt_s
@@ -378,6 +390,9 @@ class PathTable:
         u = self._coord(d_back_rad if d_back_rad > 0.0 else 0.0)
         self.predicted_nm = self._value(table, u) if u >= 0.0 else 0.0
         if u >= 0.0 and not hold and residual_nm == residual_nm:
+            if segment == 1:  # the rest lesson first: both share the interpolation weights
+                rest = rest_residual_nm if rest_residual_nm == rest_residual_nm else residual_nm
+                self._learn(self.pending_rest[k - 2], self.counts[k], u, rest, dt_s, False)
             self._learn(self.pending[k], self.counts[k], u, residual_nm, dt_s)
         u = self._coord(d_rad)
         term = self._value(table, u) if u >= 0.0 else 0.0
@@ -387,7 +402,7 @@ class PathTable:
         return term
 
     def _learn(self, table: list[float], counts: list[float], u: float, residual: float,
-               dt_s: float) -> None:
+               dt_s: float, count: bool = True) -> None:
         i = int(u)
         f = u - i
         forget = dt_s / self.time_constant_s
@@ -396,7 +411,8 @@ class PathTable:
             if w <= 0.0 or j >= _PATH_BINS:
                 continue
             n = counts[j] + w
-            counts[j] = n
+            if count:
+                counts[j] = n
             alpha = w / n
             alpha = alpha if alpha > w * forget else w * forget
             x = table[j] + alpha * (residual - table[j])

@@ -782,14 +782,17 @@ class LuGreCompensator(Compensator):
 
         After a start or reversal the table learns the residual against the estimator (the
         model error at the axis's own state, fed forward at the reference's: the feedforward
-        keeps its lead). While braking for a stop it learns the residual against the
+        keeps its lead). While braking for a stop at rest it learns the residual against the
         feedforward model itself (``_model_residual``): there the believed Stribeck slope
         decides how far the axis runs into the stop, and the estimator's residual correction
         holds F̂ near the measured friction (its residual stays small) while the model, driven
-        by the reference, pushes with the believed peak. Measured (``bench compensation``,
-        seeds 1–12; :mod:`controller.learning`): mismatched scans beyond 1.5× oracle 17 → 11
-        of 276; against the model after starts as well, the reference reversal 0.38–0.42 →
-        0.45–0.49× oracle (the feedforward loses its lead)."""
+        by the reference, pushes with the believed peak. Braking into a reversal it keeps the
+        estimator's: through a reversal the model's residual is the axis's lag behind the
+        reference, which sigma1 magnifies (an exact set with sigma1 97: reversal 1.13 → 2.02×
+        oracle). The table learns both and keeps one when the pass ends. Measured (``bench
+        compensation``, seeds 1–12; :mod:`controller.learning`): mismatched scans beyond 1.5×
+        oracle 17 → 11 of 276; against the model after starts as well, the reference reversal
+        0.38–0.42 → 0.45–0.49× oracle (the feedforward loses its lead)."""
         if hold:  # frozen: nothing learned, the term held
             return residual
         v_ref = s.vel_ref_rad_s
@@ -813,8 +816,8 @@ class LuGreCompensator(Compensator):
         acc = s.acc_ref_rad_s2
         to_go = -0.5 * speed_ref * v_ref / acc if acc * v_ref < 0.0 else math.inf
         if to_go < d_ref:  # braking, nearer the stop than the start: by the distance to go
-            self.path_nm = path.step(to_go, to_go + back, direction, 1, self._model_residual,
-                                     dt_s, False)
+            self.path_nm = path.step(to_go, to_go + back, direction, 1, residual, dt_s, False,
+                                     self._model_residual)
         else:
             self.path_nm = path.step(d_ref, d_ref - back, direction, 0, residual, dt_s, False)
         vel = s.vel_rad_s

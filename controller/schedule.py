@@ -21,8 +21,9 @@ direction of v_ref. Per tick (:meth:`Scheduler.update`):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import fields
-from typing import Final
+from typing import Final, TypeVar
 
 from .estimation_config import ScheduleConfig
 from .friction import DirectionalParams, FrictionParams, LuGreParams, passivity_warning
@@ -32,6 +33,7 @@ NAN: Final = float("nan")
 VARIABLES = ("temperature_c", "payload_kg", "speed_rad_s")
 _LUGRE_FIELDS = tuple(f.name for f in fields(LuGreParams))
 _PID_FIELDS = tuple(f.name for f in fields(PIDGains))
+_Blended = TypeVar("_Blended", LuGreParams, PIDGains)
 
 
 def smoothstep(t: float) -> float:
@@ -52,7 +54,7 @@ def membership(x: float, lo: float, hi: float, width: float) -> float:
     return 1.0
 
 
-def _weighted(values, weights) -> float:
+def _weighted(values: Sequence[float], weights: Sequence[float]) -> float:
     total = 0.0
     for w, x in zip(weights, values):
         if w > 0.0:
@@ -60,12 +62,13 @@ def _weighted(values, weights) -> float:
     return total
 
 
-def _columns(objects, names) -> tuple[tuple[float, ...], ...]:
+def _columns(objects: Sequence[object], names: Sequence[str]) -> tuple[tuple[float, ...], ...]:
     """Per field, the values of every object (blending then needs no attribute lookups)."""
     return tuple(tuple(getattr(o, name) for o in objects) for name in names)
 
 
-def _blend_columns(cls, names, columns, weights):
+def _blend_columns(cls: Callable[..., _Blended], names: Sequence[str],
+                   columns: Sequence[Sequence[float]], weights: Sequence[float]) -> _Blended:
     return cls(**{name: _weighted(col, weights) for name, col in zip(names, columns)})
 
 
@@ -75,7 +78,8 @@ def blend_lugre(sets: tuple[FrictionParams, ...], weights: tuple[float, ...]) ->
     return _blend_columns(LuGreParams, _LUGRE_FIELDS, _columns(sets, _LUGRE_FIELDS), weights)
 
 
-def _split(sets: tuple[FrictionParams, ...]):
+def _split(sets: tuple[FrictionParams, ...]
+           ) -> tuple[tuple[LuGreParams, ...], tuple[LuGreParams, ...]] | None:
     """(forward sets, reverse sets) when any set is directional, else None."""
     if not any(isinstance(p, DirectionalParams) for p in sets):
         return None

@@ -124,6 +124,32 @@ def test_path_table_is_bounded_under_a_wrong_sign_residual_and_used_from_the_nex
     assert table.step(1.0, 1.0, +1, 0, 0.0, 1e-3, False) == 0.0
 
 
+def test_braking_lesson_for_a_rest_is_kept_only_when_the_pass_ends_at_rest():
+    """Braking (segment 1) the table learns two residuals: the rest lesson (against the
+    feedforward model) replaces the braking table when the pass ends at rest, the other one
+    (against the estimator) when it ends in a reversal; after a start (segment 0) only one."""
+    def one_pass(end_direction: int) -> None:
+        for k in range(400, 0, -1):  # braking: the distance to go shrinks to the stop
+            table.step(1e-5 * k, 1e-5 * k + 1.6e-8, +1, 1, 0.01, 1e-3, False, 0.05)
+        table.step(0.0, 0.0, end_direction, 0, 0.0, 1e-3, False)  # the pass ends
+
+    table = PathTable(fs_nm=0.28, sigma0=3e4, limit_nm=0.14, time_constant_s=0.016, lag_s=0.0016)
+    one_pass(0)  # to a rest
+    assert max(table.values[2]) == pytest.approx(0.05)
+    assert table.step(1e-3, 1e-3, +1, 1, 0.0, 1e-3, False) == pytest.approx(0.05)
+    table = PathTable(fs_nm=0.28, sigma0=3e4, limit_nm=0.14, time_constant_s=0.016, lag_s=0.0016)
+    one_pass(-1)  # into a reversal
+    assert max(table.values[2]) == pytest.approx(0.01)
+    assert table.values[0] == [0.0] * len(table.values[0])  # nothing learned after a start
+    # the two lessons share the interpolation weights, counted once per tick
+    single = PathTable(fs_nm=0.28, sigma0=3e4, limit_nm=0.14, time_constant_s=0.016,
+                       lag_s=0.0016)
+    for k in range(400, 0, -1):
+        single.step(1e-5 * k, 1e-5 * k + 1.6e-8, +1, 1, 0.01, 1e-3, False)
+    single.step(0.0, 0.0, -1, 0, 0.0, 1e-3, False)
+    assert table.counts == single.counts and table.values == single.values
+
+
 def test_path_table_term_is_released_at_rest_not_dropped():
     """At a stop the term fed on the last moving tick decays as exp(−t/release_s); with no
     release time it vanishes in one tick (the torque step the release avoids)."""
@@ -182,8 +208,8 @@ def test_braking_for_a_stop_the_path_table_learns_what_the_feedforward_model_get
     with the believed Stribeck peak and runs the axis 7 µrad into the stop, while the
     estimator, corrected by the measured friction, stays near it, so the residual against the
     estimator (what the table learned everywhere before) held no lesson. Learned against the
-    feedforward model while braking, the second half of this 20 s scan went 3.21 → 1.22×
-    oracle (40 s, ``bench compensation --seed 10``: 4.12 → 1.43×)."""
+    feedforward model while braking for a rest, the second half of this 20 s scan went 3.21 →
+    1.22× oracle (40 s, ``bench compensation --seed 10``: 4.12 → 1.43×)."""
     name, _, cfg = build_cases(reference_config(), 0.2, 0.0, 11, 10)[-1]
     assert name == "mc10" and cfg.controller.friction.Fs > 1.2 * cfg.plant.friction.Fs
     second = {}
