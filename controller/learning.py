@@ -62,9 +62,9 @@ _SPEED_SPAN: Final = math.log(30.0) - _LOG_LO
 _PATH_BINS: Final = 24  # log-spaced 0.05·Fs/sigma0 … 300·Fs/sigma0
 _PATH_LO: Final = 0.05
 _PATH_SPAN: Final = math.log(300.0 / 0.05)
-NAN: Final = float("nan")
 _VS_GRID: Final = 25  # candidate vs, log-spaced vs/4 … 4·vs
 _STABLE_SWEEPS: Final = 40  # sweeps over the vs grid that must agree for confidence
+NAN: Final = float("nan")
 
 
 def quasi_steady(v: float, v_ref: float, a_ref: float, travel_rad: float, fs_nm: float,
@@ -304,8 +304,7 @@ class PathTable:
 
     __slots__ = ("d_lo", "inv_step", "limit_nm", "dead_nm", "time_constant_s", "lag_s", "values",
                  "pending", "pending_rest", "counts", "term_nm", "predicted_nm", "_pass",
-                 "release_s",
-                 "_release_dt", "_release_decay")
+                 "release_s", "_release_dt", "_release_decay")
 
     def __init__(self, fs_nm: float, sigma0: float, limit_nm: float, time_constant_s: float,
                  lag_s: float, dead_nm: float = 0.0, release_s: float = 0.0) -> None:
@@ -365,7 +364,8 @@ class PathTable:
                 j = 0 if self._pass > 0 else 1
                 self.values[j][:] = self.pending[j]
                 # braking: for a stop at rest, what was learned from the rest residual
-                self.values[j + 2][:] = self.pending_rest[j] if direction == 0 else self.pending[j + 2]
+                braking = self.pending_rest[j] if direction == 0 else self.pending[j + 2]
+                self.values[j + 2][:] = braking
                 for k in (j, j + 2):
                     counts = self.counts[k]
                     for i in range(_PATH_BINS):  # older passes weigh half as much each pass
