@@ -64,7 +64,6 @@ _PATH_LO: Final = 0.05
 _PATH_SPAN: Final = math.log(300.0 / 0.05)
 _VS_GRID: Final = 25  # candidate vs, log-spaced vs/4 … 4·vs
 _STABLE_SWEEPS: Final = 40  # sweeps over the vs grid that must agree for confidence
-NAN: Final = float("nan")
 
 
 def quasi_steady(v: float, v_ref: float, a_ref: float, travel_rad: float, fs_nm: float,
@@ -348,7 +347,7 @@ class PathTable:
 
     def step(self, d_rad: float, d_back_rad: float, direction: int, segment: int,
              residual_nm: float, dt_s: float, hold: bool,
-             rest_residual_nm: float = NAN) -> float:
+             rest_residual_nm: float = math.nan) -> float:
         """One tick ``d_rad`` along ``segment`` (0: distance travelled since the reference took
         ``direction``, ±1; 1: distance still to go to the stop it is braking for), ``d_back_rad``
         the same one residual lag earlier; direction 0: at rest, the term fed at the stop decays

@@ -460,13 +460,14 @@ class LuGreCompensator(Compensator):
                 model = ff_model.step(v_ref, dt_s, r_corr, e)
             else:
                 model = f_hat
-            # what the feedforward model gets wrong: the same measured friction against the
-            # same lag of the model's tick mean (the path table learns it while braking)
-            model_lag = self._model_lag_mean
-            model_lag += mo.gain * (0.5 * (self._model_prev + model) - model_lag)
-            self._model_lag_mean = model_lag
-            self._model_prev = model
-            self._model_residual = r_dob - model_lag
+            if self.path_table is not None:
+                # what the feedforward model gets wrong: the same measured friction against the
+                # same lag of the model's tick mean (the path table learns it while braking)
+                model_lag = self._model_lag_mean
+                model_lag += mo.gain * (0.5 * (self._model_prev + model) - model_lag)
+                self._model_lag_mean = model_lag
+                self._model_prev = model
+                self._model_residual = r_dob - model_lag
             if switched:  # absorb the parameter-induced bump (released below at the bound)
                 v_model = v_ref if ff_model is not None else v
                 self._offset -= model - self._shadow_step(ff_model or est, shadow_z,
