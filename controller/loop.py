@@ -290,7 +290,11 @@ class ControlLoop:
             else:
                 pos = vel = NAN
                 self._vel_dt = 0.0
-            pos_ref, vel_ref, acc_ref = reference.sample(t_ref)
+            pos_ref, vel_ref, _ = reference.sample(t_ref)
+            # the torque is held over the coming tick: the acceleration it must give the inertia
+            # is the reference's mean over [t, t + dt], not its value at t (a ramp that ends
+            # inside the tick, a boundary sampled on the wrong side by rounding)
+            acc_ref = (reference.sample(t_ref + dt)[1] - vel_ref) / dt
             f_true = truth()
             if stopping_at < 0 and not safety.fault and fb is not None:
                 # estimate and control

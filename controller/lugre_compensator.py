@@ -206,6 +206,7 @@ class LuGreCompensator(Compensator):
         self._dob_residual = 0.0
         self.momentum.reset()
         self._dob_momentum.reset()
+        self._a_ref_prev = 0.0  # a_ref of the previous tick: the mean over the elapsed one [rad/s²]
         self._dob_planned = 0.0  # J·margin·a_ref through the momentum observer's lag [N·m]
         self.estimator.reset()
         if self.ff_model is not None:
@@ -430,8 +431,11 @@ class LuGreCompensator(Compensator):
                 dob_mo.reset(vel)
             r = mo.step(current, vel, dt_s)
             r_dob = dob_mo.step(current, vel, dt_s)
-            a_plan = s.acc_ref_rad_s2
-            a_plan = a_plan if a_plan - a_plan == 0.0 else 0.0  # non-finite: none planned
+            # the momentum balance is over the tick just elapsed: its planned acceleration is
+            # the previous tick's a_ref (each a_ref is the mean over the tick it starts)
+            a_plan = self._a_ref_prev
+            a_next = s.acc_ref_rad_s2
+            self._a_ref_prev = a_next if a_next - a_next == 0.0 else 0.0  # non-finite: none planned
             planned = self._dob_planned
             planned += dob_mo.gain * (self._dob_margin_j * a_plan - planned)
             self._dob_planned = planned

@@ -176,7 +176,8 @@ class SafeStop:
             self._sto(f"speed rose during the stop: |v| {abs(vel):.4g} > {self._v_bound:.4g} "
                      f"{self.cfg.axis.speed}")
             return 0.0, pos, 0.0, 0.0
-        p_ref, v_ref, a_ref = self.reference(s)
+        p_ref, v_ref, _ = self.reference(s)
+        a_ref = (self.reference(s + dt_s)[1] - v_ref) / dt_s  # the mean over the tick (loop)
         assert fb is not None
         sig.t_s = t_s
         sig.pos_rad = pos

@@ -70,6 +70,24 @@ def test_closed_loop_tracks_a_slow_move(ref_cfg, tmp_path):
     assert run.complete and run.data.shape[0] == summary["ticks"]
 
 
+def test_inertia_feedforward_uses_the_reference_mean_acceleration_over_the_tick(ref_cfg, tmp_path):
+    """The torque written at t is held until t + dt, so J·a_ref must carry the reference's mean
+    acceleration over [t, t + dt] (``acc_ref``), not its value sampled at t. Sampled, the creep's
+    start ramp (1 rad/s² over 10 ms) was read on the ramp side of its end boundary (rounding):
+    one tick too many, an impulse J·a·dt that ran the axis ahead once the ramp ended. With the
+    friction cancelled by the oracle, the lurch after the ramp was 4.75 µrad; now 2.50."""
+    summary, run, _ = sim(ref_cfg, tmp_path, scenario="creep", duration_s=0.6,
+                          compensation="oracle")
+    assert summary["faults"] == []
+    t, v, a = run["t_s"], run["vel_ref_rad_s"], run["acc_ref_rad_s2"]
+    running = (run["stop_phase"][:-1] == 0) & (run["stop_phase"][1:] == 0)
+    np.testing.assert_allclose(a[:-1][running], (np.diff(v) / DT)[running], rtol=0, atol=1e-9)
+    assert int(np.sum(a > 0.5)) == 10  # the ramp lasts exactly ten ticks (it was read as eleven)
+    after = (t >= 0.21) & (t < 0.3)
+    lurch = float(np.max(np.abs(run["pos_ref_rad"][after] - run["pos_rad"][after])))
+    assert lurch < 3.5e-6
+
+
 @pytest.mark.parametrize("fault, kind, within_ticks", [
     ("nan_current", FaultKind.NON_FINITE, 0),
     ("drive_fault", FaultKind.DRIVE_FAULT, 0),

@@ -659,8 +659,9 @@ def test_the_dob_measures_with_the_believed_inertia_raised_by_its_margin():
 def test_an_inertia_believed_low_does_not_make_the_dob_hunt(tmp_path):
     """Monte Carlo plant mc3 of the benchmark (seed 1): believed J 23 % low, sigma1 three times
     the PID's kd. Measured with the believed J the DOB's residual carries +(J − J_n)·ω̇, which
-    its lag turns into negative damping: the reversals hunt at about 100 Hz (1.79× oracle).
-    With the default margin the reversal's rms error drops by more than a third (1.11×)."""
+    its lag turns into negative damping: the reversals hunt at about 100 Hz (1.47× oracle).
+    With the default margin the reversal's rms error drops by more than a quarter (1.05×;
+    before the inertia feedforward took the tick-mean acceleration: 1.79× → 1.11×)."""
     from hil.bench_compensation import build_cases
     from hil.scenarios import sim_run
 
@@ -675,7 +676,7 @@ def test_an_inertia_believed_low_does_not_make_the_dob_hunt(tmp_path):
                                                                        observer=observer))
         rms[m] = sim_run(cfg, "reversal", tmp_path / str(m), compensation="lugre_adaptive",
                          duration_s=8.0, seed=1, plot=False)["rms_error_rad"]
-    assert rms[default] < 0.67 * rms[0.0]
+    assert rms[default] < 0.75 * rms[0.0]
 
 
 def test_leaving_the_fallback_hands_the_feedforward_over_at_the_bounded_rate(tmp_path):

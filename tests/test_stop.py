@@ -51,6 +51,11 @@ def test_normal_end_decelerates_the_moving_reference_under_control(ref_cfg, tmp_
     assert v0 > 0.02  # it was moving when the run ended
     err = np.abs(run["pos_ref_rad"][k:-1] - run["pos_rad"][k:-1])
     assert err.max() < 5e-5  # followed the deceleration reference within 50 µrad
+    # its inertia feedforward takes the mean deceleration over each tick (the loop's rule), so
+    # the tick in which the ramp reaches rest is braked only for the part it still decelerates
+    ss1 = (phase[:-1] == StopPhase.SS1) & np.isin(phase[1:], (StopPhase.SS1, StopPhase.HOLD))
+    mean_acc = np.diff(run["vel_ref_rad_s"]) / 1e-3
+    np.testing.assert_allclose(run["acc_ref_rad_s2"][:-1][ss1], mean_acc[ss1], rtol=0, atol=1e-9)
     assert abs(run["vel_rad_s"][-2]) < 0.1 * v0  # at standstill when disabled
     assert phase[-1] == StopPhase.DISABLED and not backend.enabled
     # the stop took about stop_ramp_s (plus standstill detection), never open-ended
