@@ -377,7 +377,7 @@ def operating_log(tmp_path, plant, scenario, duration_s):
 
 def test_identify_from_a_sine_log_of_another_plant(tmp_path):
     """The reversal sine (0.05 rad/s peak) has no constant-velocity stretch: its quasi-steady
-    sliding is binned by speed. Measured: Fc +1.0 %, Fs +0.4 %, vs −2.0 % (sigma2 is not seen
+    sliding is binned by speed. Measured: Fc +1.0 %, Fs +0.4 %, vs −1.9 % (sigma2 is not seen
     below 0.05 rad/s)."""
     cfg, log = operating_log(tmp_path, SET_LOG, "reversal", 8.0)
     result = identify_from_log(log, cfg, tmp_path / "id", plot=False)
