@@ -74,7 +74,12 @@ and twice the amplitude), closed-loop like the sweep; J from the quasi-steady sl
 position-binned torque). J ± its SE goes to params.yaml (``J:``) and is used by the sigma1 fit
 when its SE is under 5 %; otherwise the config's J stays (a warning).
 
-The breakaway is corrected for the bristle creep at onset (:func:`bristle_creep_fraction`).
+A ramp does not read Fs: LuGre's breakaway depends on the torque rate (the bristles creep while
+they load) and, where vs lies below that creep speed, on the Stribeck curve below it. The
+breakaway is first corrected for the bristle creep at onset (:func:`bristle_creep_fraction`),
+then solved for Fs on the identified model (:func:`_ramp_corrected_fs`: the same ramp simulated
+and read by the same function, :func:`hil.identify_fit.ramp_breakaway_model`); where that
+reading hardly depends on Fs (elasticity below ``RAMP_FS_ELASTICITY_MIN``) Fs is the sweep's.
 
 Outputs in ``out_dir``: ``params.yaml`` (``friction:`` usable as ``controller.friction``,
 ``uncertainty:`` standard errors, ``diagnostics:``), ``identify.json`` (every raw point and
@@ -128,6 +133,7 @@ from .identify_fit import (
     position_dependent_ripple,
     position_matched_means,
     presliding_sigma0,
+    ramp_breakaway_model,
     steady_torque,
     stribeck_determined,
     windowed_velocity,
@@ -914,10 +920,17 @@ def _breakaway_summary(st: _State) -> dict[str, Any]:
                            f"(soft bristles, sigma0 {st.sigma0_now():.3g}): Fs from the sweep")
         return {"forward": [], "reverse": [], "creep_fraction": r}
     out: dict[str, Any] = {"forward": fwd, "reverse": rev}
+    raw_f = [b.breakaway_nm for b in st.breaks if b.found and b.direction == 1]
+    raw_r = [b.breakaway_nm for b in st.breaks if b.found and b.direction == -1]
     if fwd and rev:
         pairs = [0.5 * (a + b) for a, b in zip(fwd, rev)]
         out["Fs"] = float(np.mean(pairs))
         out["se"] = float(np.std(pairs, ddof=1) / math.sqrt(len(pairs))) if len(pairs) >= 2 else math.nan
+        out["read"] = float(np.mean([0.5 * (a + b) for a, b in zip(raw_f, raw_r)]))
+    if raw_f:
+        out["read_forward"] = float(np.mean(raw_f))
+    if raw_r:
+        out["read_reverse"] = float(np.mean(raw_r))
     ripple = position_ripple(st.points)
     for name, vals in (("Fs_forward", fwd), ("Fs_reverse", rev)):
         if vals:
@@ -929,8 +942,47 @@ def _breakaway_summary(st: _State) -> dict[str, Any]:
     return out
 
 
+RAMP_FS_ELASTICITY_MIN = 0.5  # below this the breakaway ramp does not measure Fs [-]
+
+
+def _ramp_corrected_fs(st: _State, p: LuGreParams, read_nm: float) -> tuple[float, float]:
+    """(Fs, elasticity): Fs such that the breakaway ramp on the set ``p`` (its other parameters
+    as identified) reads ``read_nm``, the mean breakaway the ramps read
+    (:func:`ramp_breakaway_model`), found by fixed-point iteration from ``p.Fs`` (the
+    creep-corrected breakaway); and the reading's elasticity d ln(read)/d ln(Fs) there. Where
+    the bristles creep past the Stribeck peak before they are loaded (soft bristles, vs below
+    the creep speed) the reading hardly depends on Fs (measured, a Monte Carlo plant with
+    sigma0 1.7e3 and vs 1.9e-4 rad/s: elasticity 0.00; the shipped table 0.99): below
+    RAMP_FS_ELASTICITY_MIN the reading's noise and the model's errors would be amplified more
+    than twice into Fs, and the caller takes the sweep's Fs instead. NaN, NaN when the model
+    reads no breakaway."""
+    info = st.break_records[0].info
+
+    def reading(fs: float) -> float:
+        return ramp_breakaway_model(replace(p, Fs=fs), st.J, info["rate_nm_s"], info["v_onset"],
+                                    dt_s=st.dt, rad_per_count=st.q)
+
+    fs = p.Fs
+    model = math.nan
+    for _ in range(8):
+        model = reading(fs)
+        if not (math.isfinite(model) and model > 0.0):
+            return math.nan, math.nan
+        new = max(fs * read_nm / model, p.Fc)  # below Fc: the caller's Fs >= Fc rule says so
+        done = abs(new - fs) <= 1e-5 * fs
+        fs = new
+        if done:
+            break
+    up = reading(1.05 * fs)
+    here = reading(fs)
+    if not (math.isfinite(up) and math.isfinite(here) and here > 0.0):
+        return math.nan, math.nan
+    return fs, (up / here - 1.0) / 0.05
+
+
 def _direction_set(st: _State, direction: str, fs: Optional[float], fs_se: float,
-                   sources: dict[str, str]) -> tuple[LuGreParams, dict[str, float]]:
+                   sources: dict[str, str], read_nm: Optional[float] = None
+                   ) -> tuple[LuGreParams, dict[str, float]]:
     p = st.p
     vals = p.as_dict()
     unc = {k: math.nan for k in PARAM_NAMES}
@@ -956,9 +1008,6 @@ def _direction_set(st: _State, direction: str, fs: Optional[float], fs_se: float
         sys_part = abs(fs - fit.Fs) if fit is not None and line is None else 0.0
         unc["Fs"] = math.hypot(stat, sys_part) if (stat or sys_part) else unc["Fs"]
         sources["Fs"] = "breakaway"
-    if vals["Fs"] < vals["Fc"]:
-        st.warnings.append(f"Fs {vals['Fs']:.4g} < Fc {vals['Fc']:.4g}: Fs set to Fc")
-        vals["Fs"] = vals["Fc"]
     if st.presliding is not None:
         vals["sigma0"] = st.presliding.sigma0
         unc["sigma0"] = st.presliding.se
@@ -967,6 +1016,29 @@ def _direction_set(st: _State, direction: str, fs: Optional[float], fs_se: float
         vals["sigma1"] = st.ringing.sigma1
         unc["sigma1"] = st.ringing.se
         sources["sigma1"] = "ringing"
+    if sources["Fs"] == "breakaway" and read_nm is not None and math.isfinite(read_nm):
+        # the ramp's reading solved for Fs on the identified model (its other parameters), so
+        # that neither the bristle creep nor a Stribeck drop below the creep speed is read as Fs
+        corrected, elasticity = _ramp_corrected_fs(
+            st, LuGreParams(**{**vals, "Fs": max(vals["Fs"], vals["Fc"])}), read_nm)
+        swept = fit is not None and line is None
+        if math.isfinite(elasticity) and elasticity < RAMP_FS_ELASTICITY_MIN and swept:
+            assert fit is not None
+            vals["Fs"] = fit.Fs
+            unc["Fs"] = fit.se["Fs"]
+            sources["Fs"] = "sweep (breakaway insensitive)"
+            st.warnings.append(
+                f"breakaway ({direction}): the ramp's reading moves only {elasticity:.2f}× as much as Fs "
+                f"(the bristles creep past the Stribeck peak before they are loaded): Fs from the sweep")
+        elif math.isfinite(corrected) and vals["Fs"] > 0.0:
+            factor = corrected / vals["Fs"]
+            vals["Fs"] = corrected
+            sys_part = abs(corrected - fit.Fs) if swept and fit is not None else 0.0
+            stat = fs_se * factor if math.isfinite(fs_se) else 0.0
+            unc["Fs"] = math.hypot(stat, sys_part) if (stat or sys_part) else unc["Fs"]
+    if vals["Fs"] < vals["Fc"]:
+        st.warnings.append(f"Fs {vals['Fs']:.4g} < Fc {vals['Fc']:.4g}: Fs set to Fc")
+        vals["Fs"] = vals["Fc"]
     if vals["Fc"] <= 0:
         raise IdentificationError(f"identify: fitted Fc {vals['Fc']:.4g} N·m is not positive")
     return LuGreParams(**vals), unc
@@ -976,16 +1048,17 @@ def _assemble(st: _State) -> IdentifyResult:
     settings = st.settings
     sources = {k: "prior" for k in PARAM_NAMES}
     brk = _breakaway_summary(st)
-    both, unc = _direction_set(st, "both", brk.get("Fs"), brk.get("se", math.nan), sources)
+    both, unc = _direction_set(st, "both", brk.get("Fs"), brk.get("se", math.nan), sources,
+                               brk.get("read"))
     directional = False
     asym: dict[str, Any] = {}
     ff, fr = st.fits.get("forward"), st.fits.get("reverse")
     if ff is not None and fr is not None:
         srcs = dict(sources)
         fwd, unc_f = _direction_set(st, "forward", brk.get("Fs_forward"),
-                                    brk.get("Fs_forward_se", math.nan), srcs)
+                                    brk.get("Fs_forward_se", math.nan), srcs, brk.get("read_forward"))
         rev, unc_r = _direction_set(st, "reverse", brk.get("Fs_reverse"),
-                                    brk.get("Fs_reverse_se", math.nan), srcs)
+                                    brk.get("Fs_reverse_se", math.nan), srcs, brk.get("read_reverse"))
         pooled: list[str] = []
         for k in ("Fc", "Fs", "vs", "sigma2"):
             a, b = getattr(fwd, k), getattr(rev, k)

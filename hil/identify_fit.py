@@ -36,6 +36,7 @@ from scipy.optimize import least_squares, minimize_scalar
 from scipy.signal import savgol_filter
 
 from controller.friction import LuGreParams
+from controller.friction_step import lugre_step_values
 
 # --- the steady-state curve ---------------------------------------------------------------------
 
@@ -498,6 +499,49 @@ def breakaway_from_ramp(t, pos, torque, direction: int, *, J: float, rad_per_cou
         torque_at_onset_nm=float(tq_s[onset]), t_onset_s=float(t[onset]), onset_index=onset,
         displacement_counts=float((x[onset] - x[i0]) / rad_per_count), peak_index=peak,
     )
+
+
+def ramp_breakaway_model(p: LuGreParams, J: float, rate_nm_s: float, v_onset: float, *,
+                         dt_s: float, rad_per_count: float, onset_counts: float = 5.0,
+                         smooth_ticks: int = 31) -> float:
+    """What :func:`breakaway_from_ramp` reads on the LuGre set ``p`` with inertia ``J`` [kg·m²]:
+    the torque ramp ``rate_nm_s`` from rest (held over each tick ``dt_s``, the plant integrated
+    in substeps of at most a twentieth of the bristle period), read by that same function with
+    the same onset speed ``v_onset`` [rad/s]; no noise, no quantization. NaN if no onset.
+
+    A ramp does not read Fs: LuGre's breakaway depends on the torque rate. While the torque
+    ramps the bristles follow it (ż ≈ rate/sigma0), so the friction is g(v)·(1 − rate/(sigma0·v))
+    at the creep speed v; on a plant whose vs lies below the speeds at which the bristles can
+    keep up, g(v) has fallen toward Fc before the axis breaks away (a Monte Carlo plant with vs
+    2.4e-4 rad/s and sigma0 3.3e3: read 0.166 against Fs 0.239 N·m). Solving this model for Fs
+    (:func:`hil.identify._ramp_corrected_fs`) undoes that, and the bristle creep with it."""
+    sigma0 = p.sigma0
+    period = 2.0 * math.pi * math.sqrt(J / sigma0)
+    n = max(1, math.ceil(dt_s / (period / 20.0)))
+    h = dt_s / n
+    w = max(10, int(math.ceil(onset_counts * rad_per_count / max(v_onset, 1e-300) / dt_s)))
+    k_max = int(math.ceil(2.5 * max(p.Fs, p.Fc) / rate_nm_s / dt_s)) + 4 * w + smooth_ticks
+    fc, fs, vs, delta, s1, s2 = p.Fc, p.Fs, p.vs, p.delta, p.sigma1, p.sigma2
+    z = v = x = 0.0
+    xs = np.zeros(k_max)
+    onset = -1
+    k = 0
+    while k < k_max:
+        xs[k] = x
+        if onset < 0 and k >= w and (x - xs[k - w]) / (w * dt_s) > v_onset:
+            onset = k
+        if onset >= 0 and k >= onset + 3 * w + smooth_ticks:
+            break
+        tau = rate_nm_s * k * dt_s
+        for _ in range(n):
+            z, f = lugre_step_values(fc, fs, vs, delta, sigma0, s1, s2, z, v, h)
+            v += (tau - f) * h / J
+            x += h * v
+        k += 1
+    t = np.arange(k) * dt_s
+    b = breakaway_from_ramp(t, xs[:k], rate_nm_s * t, 1, J=J, rad_per_count=rad_per_count,
+                            v_onset=v_onset, onset_counts=onset_counts, smooth_ticks=smooth_ticks)
+    return b.breakaway_nm if b.found else math.nan
 
 
 # --- pre-sliding: sigma0 ------------------------------------------------------------------------
