@@ -189,8 +189,11 @@ def test_a_repeated_sample_is_ridden_through_on_the_held_velocity(ref_cfg, tmp_p
     after = (t > 0.99) & (t < 2.3)
     assert err[after].max() < 1.5 * err0[after].max() + 2 * ref_cfg.plant.encoder.rad_per_count
     # and the true axis (not the logged extrapolation) moved as in the undisturbed run: the old
-    # loop's kick put it 4.3 µrad off
-    n = min(len(traced.true_theta), len(lossy.true_theta))
+    # loop's kick put it 4.3 µrad off. Compared up to the run's end: the stop that follows ramps
+    # down from each run's own velocity estimate, whose encoder-count noise differs between the
+    # two runs (measured 0.5 µrad apart over that ramp, and 4.8 µrad after a rounding-level
+    # change to the reference's sampling that left the run itself within 0.22 µrad)
+    n = min(len(traced.true_theta), len(lossy.true_theta), int(round(2.5 / DT)))
     moved = np.abs(np.subtract(lossy.true_theta[:n], traced.true_theta[:n]))
     assert moved.max() < 2 * ref_cfg.plant.encoder.rad_per_count
 
