@@ -98,6 +98,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 import yaml
+from scipy.optimize import brentq
 
 from controller.config import Config
 from controller.friction import DirectionalParams, FrictionParams, LuGreParams, g
@@ -575,6 +576,7 @@ class _State:
     hold_shape_if_few: bool = False  # few speeds: fit Fc, Fs with the prior's shape (logs)
     J_prior: float = math.nan  # the config's believed J [kg·m²]
     ramp_sigma0: list[float] = field(default_factory=list)  # rough stiffness per breakaway ramp
+    fs_solved: dict[str, dict[str, Any]] = field(default_factory=dict)  # per set: the ramp solved for Fs
     inertia: Optional[InertiaFit] = None
     inertia_rec: Optional[Record] = None
     inertia_info: dict[str, Any] = field(default_factory=dict)
@@ -948,36 +950,42 @@ RAMP_FS_ELASTICITY_MIN = 0.5  # below this the breakaway ramp does not measure F
 def _ramp_corrected_fs(st: _State, p: LuGreParams, read_nm: float) -> tuple[float, float]:
     """(Fs, elasticity): Fs such that the breakaway ramp on the set ``p`` (its other parameters
     as identified) reads ``read_nm``, the mean breakaway the ramps read
-    (:func:`ramp_breakaway_model`), found by fixed-point iteration from ``p.Fs`` (the
-    creep-corrected breakaway); and the reading's elasticity d ln(read)/d ln(Fs) there. Where
+    (:func:`ramp_breakaway_model`), found by a bracketed root search between Fc and where the
+    reading passes ``read_nm``; and the reading's elasticity d ln(read)/d ln(Fs) there. Where
     the bristles creep past the Stribeck peak before they are loaded (soft bristles, vs below
     the creep speed) the reading hardly depends on Fs (measured, a Monte Carlo plant with
     sigma0 1.7e3 and vs 1.9e-4 rad/s: elasticity 0.00; the shipped table 0.99): below
     RAMP_FS_ELASTICITY_MIN the reading's noise and the model's errors would be amplified more
-    than twice into Fs, and the caller takes the sweep's Fs instead. NaN, NaN when the model
-    reads no breakaway."""
+    than twice into Fs, and the caller takes the sweep's Fs instead. Fs is NaN when no Fs >= Fc
+    gives the reading (the model reads no breakaway, or more than measured even at Fs = Fc: the
+    other parameters' errors outweigh what Fs can move); the elasticity is then the one at
+    ``p.Fs`` (NaN if the model reads no breakaway there either)."""
     info = st.break_records[0].info
 
     def reading(fs: float) -> float:
         return ramp_breakaway_model(replace(p, Fs=fs), st.J, info["rate_nm_s"], info["v_onset"],
                                     dt_s=st.dt, rad_per_count=st.q)
 
-    fs = p.Fs
-    model = math.nan
-    for _ in range(8):
-        model = reading(fs)
-        if not (math.isfinite(model) and model > 0.0):
-            return math.nan, math.nan
-        new = max(fs * read_nm / model, p.Fc)  # below Fc: the caller's Fs >= Fc rule says so
-        done = abs(new - fs) <= 1e-5 * fs
-        fs = new
-        if done:
+    def elasticity(fs: float) -> float:
+        here, up = reading(fs), reading(1.05 * fs)
+        ok = math.isfinite(here) and math.isfinite(up) and here > 0.0
+        return (up / here - 1.0) / 0.05 if ok else math.nan
+
+    lo = p.Fc
+    r_lo = reading(lo)
+    hi = max(p.Fs, 1.01 * lo)
+    r_hi = reading(hi)
+    found = math.isfinite(r_lo) and r_lo <= read_nm
+    for _ in range(8):  # widen until the reading passes the measured one (it rises with Fs)
+        if not (found and math.isfinite(r_hi)) or r_hi >= read_nm:
             break
-    up = reading(1.05 * fs)
-    here = reading(fs)
-    if not (math.isfinite(up) and math.isfinite(here) and here > 0.0):
-        return math.nan, math.nan
-    return fs, (up / here - 1.0) / 0.05
+        lo, r_lo = hi, r_hi
+        hi *= 1.5
+        r_hi = reading(hi)
+    if not (found and math.isfinite(r_hi) and r_hi >= read_nm):
+        return math.nan, elasticity(p.Fs)
+    fs = brentq(lambda f: reading(f) - read_nm, lo, hi, xtol=1e-6 * hi) if r_hi > read_nm else hi
+    return fs, elasticity(fs)
 
 
 def _direction_set(st: _State, direction: str, fs: Optional[float], fs_se: float,
@@ -1016,26 +1024,34 @@ def _direction_set(st: _State, direction: str, fs: Optional[float], fs_se: float
         vals["sigma1"] = st.ringing.sigma1
         unc["sigma1"] = st.ringing.se
         sources["sigma1"] = "ringing"
-    if sources["Fs"] == "breakaway" and read_nm is not None and math.isfinite(read_nm):
+    swept = fit is not None and line is None  # the sweep determined the curve (vs, Fc)
+    if swept and sources["Fs"] == "breakaway" and read_nm is not None and math.isfinite(read_nm):
         # the ramp's reading solved for Fs on the identified model (its other parameters), so
         # that neither the bristle creep nor a Stribeck drop below the creep speed is read as Fs
+        assert fit is not None
+        creep_corrected = vals["Fs"]
         corrected, elasticity = _ramp_corrected_fs(
             st, LuGreParams(**{**vals, "Fs": max(vals["Fs"], vals["Fc"])}), read_nm)
-        swept = fit is not None and line is None
-        if math.isfinite(elasticity) and elasticity < RAMP_FS_ELASTICITY_MIN and swept:
-            assert fit is not None
+        solved: dict[str, Any] = {"read": _r(read_nm), "Fs": _r(corrected), "elasticity": _r(elasticity)}
+        if elasticity < RAMP_FS_ELASTICITY_MIN:
             vals["Fs"] = fit.Fs
             unc["Fs"] = fit.se["Fs"]
             sources["Fs"] = "sweep (breakaway insensitive)"
             st.warnings.append(
                 f"breakaway ({direction}): the ramp's reading moves only {elasticity:.2f}× as much as Fs "
                 f"(the bristles creep past the Stribeck peak before they are loaded): Fs from the sweep")
-        elif math.isfinite(corrected) and vals["Fs"] > 0.0:
-            factor = corrected / vals["Fs"]
+        elif not math.isfinite(corrected):
+            st.warnings.append(f"breakaway ({direction}): no Fs >= Fc makes the identified model read "
+                               f"{read_nm:.4g} N·m: Fs kept at the creep-corrected breakaway")
+        else:
             vals["Fs"] = corrected
-            sys_part = abs(corrected - fit.Fs) if swept and fit is not None else 0.0
-            stat = fs_se * factor if math.isfinite(fs_se) else 0.0
+            # the reading's SE carried through the model: dFs/Fs = d(read)/read / elasticity
+            stat = (fs_se * corrected / creep_corrected / elasticity
+                    if math.isfinite(fs_se) and creep_corrected > 0.0 else 0.0)
+            sys_part = abs(corrected - fit.Fs)
             unc["Fs"] = math.hypot(stat, sys_part) if (stat or sys_part) else unc["Fs"]
+        solved["source"] = sources["Fs"]
+        st.fs_solved[direction] = solved
     if vals["Fs"] < vals["Fc"]:
         st.warnings.append(f"Fs {vals['Fs']:.4g} < Fc {vals['Fc']:.4g}: Fs set to Fc")
         vals["Fs"] = vals["Fc"]
@@ -1121,7 +1137,8 @@ def _assemble(st: _State) -> IdentifyResult:
                        "creep_fraction": _r(bristle_creep_fraction(
                            st.break_records[0].info["rate_nm_s"], st.sigma0_now(),
                            st.break_records[0].info["v_onset"])),
-                       "raw": [_r(b.breakaway_nm) for b in st.breaks if b.found]}
+                       "raw": [_r(b.breakaway_nm) for b in st.breaks if b.found],
+                       "solved": st.fs_solved}
                       if st.breaks else {"run": False}),
         "presliding": ({
             "amplitude_nm": _r(st.presliding_info.get("amplitude_nm", math.nan)),

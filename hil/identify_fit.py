@@ -539,7 +539,9 @@ def ramp_breakaway_model(p: LuGreParams, J: float, rate_nm_s: float, v_onset: fl
             x += h * v
         k += 1
     t = np.arange(k) * dt_s
-    b = breakaway_from_ramp(t, xs[:k], rate_nm_s * t, 1, J=J, rad_per_count=rad_per_count,
+    # the record's torque at tick k is the measured one, what was applied over the tick before
+    recorded = rate_nm_s * np.maximum(t - dt_s, 0.0)
+    b = breakaway_from_ramp(t, xs[:k], recorded, 1, J=J, rad_per_count=rad_per_count,
                             v_onset=v_onset, onset_counts=onset_counts, smooth_ticks=smooth_ticks)
     return b.breakaway_nm if b.found else math.nan
 
