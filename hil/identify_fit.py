@@ -513,7 +513,7 @@ def ramp_breakaway_model(p: LuGreParams, J: float, rate_nm_s: float, v_onset: fl
     ramps the bristles follow it (ż ≈ rate/sigma0), so the friction is g(v)·(1 − rate/(sigma0·v))
     at the creep speed v; on a plant whose vs lies below the speeds at which the bristles can
     keep up, g(v) has fallen toward Fc before the axis breaks away (a Monte Carlo plant with vs
-    2.4e-4 rad/s and sigma0 3.3e3: read 0.166 against Fs 0.239 N·m). Solving this model for Fs
+    2.4e-4 rad/s and sigma0 3.3e3: read 0.159–0.160 against Fs 0.239 N·m). Solving this model for Fs
     (:func:`hil.identify._ramp_corrected_fs`) undoes that, and the bristle creep with it."""
     sigma0 = p.sigma0
     period = 2.0 * math.pi * math.sqrt(J / sigma0)
