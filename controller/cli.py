@@ -390,6 +390,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 1 if any(s["faults"] for r in results.values() for s in r.values()) else 0
 
 
+def _warn_revision(summaries: list[dict]) -> None:
+    """A log recorded by another control law replays with differences: say so, per log."""
+    for s in summaries:
+        if s.get("revision_warning"):
+            print(f"frictionctl: warning: {s.get('log')}: {s['revision_warning']}", file=sys.stderr)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from hil.capture import CAPTURE_SUFFIXES
     from hil.replay import ReplayTask, batch_out_dirs, format_batch, replay_task
@@ -415,9 +422,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         summary = replay_task(tasks[0], progress)
         progress.done()
         print_summary(summary, f"replay of {args.log[0]}")
+        _warn_revision([summary])
         return 0
     summaries = run_map(replay_task, tasks, spec)
     print(format_batch(summaries))
+    _warn_revision(summaries)
     print(f"{len(summaries)} replays ({spec.description}): {args.out}/<k>-<name>/summary.json")
     return 0
 

@@ -10,6 +10,13 @@ from .compensation import Compensator, TickSignals
 from .config import ControllerConfig
 from .pid import PID, inertia_feedforward
 
+# What the control law computes, as a number: logged in every run's header
+# (``control_law_revision``) and compared by the replay, since a log replays exactly only with the
+# law that recorded it. Bumped by every change that moves the commands for the same logged inputs
+# (README, Replay); logs without the key were recorded before it was logged.
+#   1  the DOB at a first start takes the residual against the reference-driven model
+CONTROL_LAW_REVISION = 1
+
 
 class ControlLaw:
     """``u = PID(e) + F̂ + J·a_ref``. State: the PID and the compensator."""

@@ -293,7 +293,9 @@ class ControlLoop:
             pos_ref, vel_ref, _ = reference.sample(t_ref)
             # the torque is held over the coming tick: the acceleration it must give the inertia
             # is the reference's mean over [t, t + dt], not its value at t (a ramp that ends
-            # inside the tick, a boundary sampled on the wrong side by rounding)
+            # inside the tick, a boundary sampled on the wrong side by rounding). A velocity step
+            # (no acceleration limit) is therefore one tick of Δv/dt: the inertia feedforward
+            # J·Δv/dt (within the torque limit) and, a tick later, the DOB's planned acceleration
             acc_ref = (reference.sample(t_ref + dt)[1] - vel_ref) / dt
             f_true = truth()
             if stopping_at < 0 and not safety.fault and fb is not None:

@@ -21,6 +21,7 @@ from drivers.backend import Backend, Clock, DriveState
 
 from . import __version__
 from .compensation import Compensator, make_compensator
+from .control_law import CONTROL_LAW_REVISION
 from .config import Config
 from .log_data import stop_phase_mask
 from .loop import COLUMN_NAMES, LOG_COLUMNS, ControlLoop, RunResult
@@ -88,6 +89,8 @@ def _header(cfg: Config, s: Session, compensator: Compensator) -> dict[str, Any]
         # a repeated sample (same sequence number) is ridden through on the held velocity
         # (controller/loop.py); the replay follows the logged numbers only in logs saying so
         "repeated_samples": "held",
+        # the replay reproduces a log exactly only with the law that recorded it (control_law.py)
+        "control_law_revision": CONTROL_LAW_REVISION,
         **(s.extra_header or {}),
     }
 

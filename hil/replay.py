@@ -20,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from controller.config import Config, config_from_mapping
+from controller.control_law import CONTROL_LAW_REVISION
 from controller.friction import FrictionParams
 from controller.params_file import IdentifiedParams, apply_params
 from controller.runlog import RunLog, read_log
@@ -157,6 +158,19 @@ def with_params(cfg: Config, params: FrictionParams | IdentifiedParams) -> Confi
     return dataclasses.replace(cfg, controller=dataclasses.replace(cfg.controller, friction=params))
 
 
+def revision_warning(header: dict[str, Any]) -> str | None:
+    """One line when the log was recorded by another control law than this code's (its
+    ``control_law_revision``; none in logs recorded before it was logged): the replay then
+    differs from the log where the law changed, and its differences are not a finding."""
+    logged = header.get("control_law_revision")
+    if logged == CONTROL_LAW_REVISION:
+        return None
+    recorded = (f"control-law revision {logged}" if logged is not None
+                else "a control law older than revision 1 (no control_law_revision in its header)")
+    return (f"the log was recorded with {recorded}; this code is revision "
+            f"{CONTROL_LAW_REVISION}: the replay differs where the law changed")
+
+
 def replay_summary(res: ReplayResult) -> dict[str, Any]:
     run, rows = res.logged, res.rows
     logged_f = run["friction_hat_nm"][rows]
@@ -182,6 +196,9 @@ def replay_summary(res: ReplayResult) -> dict[str, Any]:
         "reidentify": bool(res.reidentify.any()),
         "log_complete": run.complete,
         "log_problem": run.problem,
+        "logged_control_law_revision": run.header.get("control_law_revision"),
+        "control_law_revision": CONTROL_LAW_REVISION,
+        "revision_warning": revision_warning(run.header),
     }
     if np.isfinite(true_f).any():
         summary["rms_error_friction_hat_vs_true_nm"] = float(np.sqrt(np.nanmean(

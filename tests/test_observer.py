@@ -707,6 +707,38 @@ def test_the_dob_measures_with_the_believed_inertia_raised_by_its_margin():
         assert runs[0.3][1] == runs[0.0][1]
 
 
+def test_the_dob_plans_a_one_tick_acceleration_on_the_tick_after_it():
+    """A velocity step of the reference (no acceleration limit) is one tick of a_ref = Δv/dt
+    (the mean over the tick it starts, controller/loop.py). The momentum balance the DOB reads
+    on the next tick is over that elapsed tick, so it plans that a_ref one tick later: an axis
+    that follows the step exactly leaves the inertia margin nothing to act on, on every tick
+    (planned on its own tick instead, the margin's J·m·Δv/dt would show on two). An axis that
+    follows it a tick late is an unplanned acceleration, which the margin does see."""
+    J, Kt = CFG.controller.J, CFG.controller.Kt
+    v0, step, k0 = 0.05, 0.002, 50  # rad/s, rad/s, the tick of the step
+
+    def dob_residuals(margin, late):
+        comp = _compensator(dob_inertia_margin=margin)
+        s = TickSignals()
+        seen = []
+        for k in range(120):
+            s.t_s = k * DT
+            s.vel_ref_rad_s = v0 + (step if k > k0 else 0.0)
+            s.acc_ref_rad_s2 = step / DT if k == k0 else 0.0
+            s.pos_ref_rad += s.vel_ref_rad_s * DT
+            s.vel_rad_s = v = v0 + (step if k > k0 + late else 0.0)
+            s.pos_rad += v * DT
+            a_elapsed = step / DT if k == k0 + 1 + late else 0.0  # over the elapsed tick
+            s.current_a = (J * a_elapsed + stribeck(P, v)) / Kt
+            comp.step(s, DT)
+            seen.append(comp._dob_residual)
+        return np.array(seen)
+
+    np.testing.assert_allclose(dob_residuals(0.3, 0), dob_residuals(0.0, 0), rtol=0, atol=1e-9)
+    unplanned = np.abs(dob_residuals(0.3, 1) - dob_residuals(0.0, 1)).max()
+    assert unplanned > 0.05 * 0.3 * J * step / DT
+
+
 def test_an_inertia_believed_low_does_not_make_the_dob_hunt(tmp_path):
     """Monte Carlo plant mc3 of the benchmark (seed 1): believed J 23 % low, sigma1 three times
     the PID's kd. Measured with the believed J the DOB's residual carries +(J − J_n)·ω̇, which

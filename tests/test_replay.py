@@ -38,6 +38,8 @@ def test_replay_reproduces_the_logged_estimates_exactly(adaptive_run, tmp_path):
     assert summary["ticks"] == 6000
     assert summary["max_abs_diff_friction_hat_nm"] <= 1e-12
     assert summary["max_abs_diff_torque_nm"] <= 1e-12
+    assert summary["logged_control_law_revision"] == summary["control_law_revision"]
+    assert summary["revision_warning"] is None
     # the run did exercise the estimator: a non-trivial estimate, adaptation and a set switch
     assert np.ptp(log["friction_hat_nm"]) > 0.3
     assert np.max(log["payload_kg"]) == 5.0
@@ -141,6 +143,45 @@ def test_a_log_of_a_loop_that_read_every_row_as_new_is_replayed_so(tmp_path):
     logged = run["torque_cmd_nm"][exact.rows]
     assert np.max(np.abs(exact.torque_cmd_nm - logged)) <= 1e-12
     assert np.max(np.abs(as_old.torque_cmd_nm - logged)) > 1e-7  # 9e-7 N·m at creep
+
+
+def test_a_log_of_another_control_law_is_replayed_with_a_warning(tmp_path):
+    """The header's ``control_law_revision`` names the law that recorded the log; a log of
+    another revision (or of none: recorded before the number was logged) replays with the
+    current law, and the replay says so: its summary and one line on stderr."""
+    from controller.clock import SimClock
+    from controller.control_law import CONTROL_LAW_REVISION
+    from controller.reference import make_reference
+    from controller.runner import Session, run_session
+    from hil.replay import replay_summary, revision_warning
+    from hil.sim_backend import SimBackend
+
+    cfg = reference_config()
+    sc = cfg.scenario("creep")
+    clock = SimClock()
+    older = CONTROL_LAW_REVISION - 1
+    session = Session(backend=SimBackend(cfg, clock, seed=1, scenario=sc), clock=clock,
+                      reference=make_reference(sc.reference, cfg.plant.encoder.rad_per_count, 0.5),
+                      duration_s=0.5, scenario="creep", seed=1, compensation="lugre_adaptive",
+                      extra_header={"control_law_revision": older})
+    run_session(cfg, session, tmp_path / "run", plot=False)
+    log = tmp_path / "run" / "run.fctl"
+    run = read_log(log)
+    assert run.header["control_law_revision"] == older
+    summary = replay_summary(replay_log(run, config_from_log(run)))
+    assert summary["logged_control_law_revision"] == older
+    assert f"revision {older}" in summary["revision_warning"]
+    assert f"revision {CONTROL_LAW_REVISION}" in summary["revision_warning"]
+    del run.header["control_law_revision"]  # a log from before the number was logged
+    assert "no control_law_revision" in revision_warning(run.header)
+    run.header["control_law_revision"] = CONTROL_LAW_REVISION
+    assert revision_warning(run.header) is None
+    cli = subprocess.run([sys.executable, "-m", "controller.cli", "replay", str(log), "--out",
+                          str(tmp_path / "replay"), "--no-plot"], capture_output=True, text=True,
+                         cwd=ROOT)
+    assert cli.returncode == 0, cli.stderr
+    warned = [line for line in cli.stderr.splitlines() if "warning" in line]
+    assert len(warned) == 1 and str(log) in warned[0] and f"revision {older}" in warned[0]
 
 
 def test_what_if_parameters_change_the_estimate(adaptive_run):
