@@ -15,7 +15,8 @@ from .pid import PID, inertia_feedforward
 # law that recorded it. Bumped by every change that moves the commands for the same logged inputs
 # (README, Replay); logs without the key were recorded before it was logged.
 #   1  the DOB at a first start takes the residual against the reference-driven model
-CONTROL_LAW_REVISION = 1
+#   2  that first start ends where the reference first reverses or leaves pre-sliding
+CONTROL_LAW_REVISION = 2
 
 
 class ControlLaw:

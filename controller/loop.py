@@ -205,6 +205,17 @@ class ControlLoop:
 
         fb: Feedback | None = backend.read()
         assert fb is not None
+        # the position origin needs a position: a drive whose first encoder frame has not
+        # arrived yet (a CAN drive's cyclic estimates, just enabled) is read again, once a
+        # period, for up to safety.stale_ticks periods (then the first tick's check trips
+        # NON_FINITE and the run stops safely, as for any feedback without a position)
+        for _ in range(cfg.safety.stale_ticks):
+            pos_first = fb.position_rad
+            if pos_first - pos_first == 0.0:  # finite
+                break
+            clock.sleep_until(clock.now() + dt)
+            fb = backend.read()
+            assert fb is not None
         velocity.reset(0.0)  # positions are taken relative to pos0 below
         pos0 = fb.position_rad  # the reference is relative to where the axis starts
         law.enable(0.0)

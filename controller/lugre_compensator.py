@@ -198,8 +198,9 @@ class LuGreCompensator(Compensator):
         self._model_lag_mean = 0.0  # the feedforward model's tick mean through that lag [N·m]
         self._model_prev = 0.0  # the feedforward model on the previous tick [N·m]
         self._model_residual = 0.0  # measured friction less _model_lag_mean [N·m]
-        self._start_residual = NAN  # the DOB's input at a first start (step); NaN: not one
         self._passed = 0  # directions whose pass ended since reset: bit 1 forward, bit 2 reverse
+        self._start_dir = 0  # direction of the reference's last start from rest (±1)
+        self.dob_first_start = False  # the DOB took the model's residual this tick (_dob_step)
         self._slid = False  # the reference's last motion left the pre-sliding range
         self._rested = False  # the reference rested since then
         self._rest_prev_pos = NAN  # measured position on the previous tick of this rest [rad]
@@ -425,6 +426,7 @@ class LuGreCompensator(Compensator):
                 est.L = self._L * w
                 if ff_model is not None:
                     ff_model.L = est.L
+        start_residual = NAN  # the DOB's input at a first start (set below; NaN: not one)
         if finite:
             mo = self.momentum
             dob_mo = self._dob_momentum
@@ -484,13 +486,15 @@ class LuGreCompensator(Compensator):
                     self._rest_prev_pos = NAN
                     if self._rested or self._start_ref != self._start_ref:
                         self._start_ref = s.pos_ref_rad
+                        self._start_dir = 1 if v_ref > 0.0 else -1
                         self._slid = False
                         self._rested = False
                     travel = s.pos_ref_rad - self._start_ref
                     if travel >= self._presliding_rad or -travel >= self._presliding_rad:
                         self._slid = True
-                    elif not self._passed & (1 if v_ref > 0.0 else 2):
-                        self._start_residual = self._model_residual  # a first start (_dob_step)
+                    elif (not self._slid and v_ref * self._start_dir > 0.0
+                          and not self._passed & (1 if v_ref > 0.0 else 2)):
+                        start_residual = self._model_residual  # a first start (_dob_step)
                     model = self._off_reference(model, f_hat, e)
                 else:
                     self.estimate_weight = 0.0
@@ -565,10 +569,10 @@ class LuGreCompensator(Compensator):
                 self._dob_brake = 0
         if self.path_table is not None:
             dob_input = self._learn(s, r, dob_input, hold, dt_s)
-        start = self._start_residual
-        if start == start:  # a first start: against the reference-driven model (_dob_step);
-            self._start_residual = NAN  # the path table holds no lesson for it yet
-            dob_input = start
+        first_start = start_residual == start_residual
+        if first_start:  # against the reference-driven model (_dob_step)
+            dob_input = start_residual
+        self.dob_first_start = first_start
         if self._dob:
             ramp = 1.0
             if self._dob_ramp_rad > 0.0 and not hold:  # pre-sliding after a start or reversal
@@ -726,21 +730,22 @@ class LuGreCompensator(Compensator):
         each dwell of the scan, second half 12.97 → 5.58× oracle; its creep 2.14 → 0.56×
         ``stribeck``). Held (frozen) in faults.
 
-        The input is the residual against the estimator, except at a first start: from rest,
-        the first in its direction since reset (no lesson of the path table for it yet), while
-        the reference has not left the pre-sliding range (3·Fs/sigma0 of travel), it is the
-        residual against the feedforward model (driven by the reference; ``step`` passes it).
-        The estimator is driven by the measured motion, whose tick mean lags by half a tick:
-        through a breakaway its damping term reads low, and the residual shows a model error
-        that is not there (traced on the exact ``stiff`` table: +0.055 N·m in the third tick,
-        the axis pushed 7 µrad ahead of the reference). After a pass in that direction the
-        estimator's residual is kept: the path table has learned that start against the
-        estimator (the feedforward keeps its lead), and the DOB learns what the table leaves.
-        Measured (``bench compensation --exact``, seeds 1–12): exact-set creep median 1.27 →
-        1.17× oracle, beyond 1.5× in 25 → 8 of 276 runs, mismatched reversals beyond 1.5× 14 →
-        9, scans 13 → 14, goal lines met 19 → 26 of 60. The model's residual at every start
-        from rest made the scans worse (seed 1, second half: mc19 1.24 → 1.50×, mc7 1.11 →
-        1.42×, the exact ``stiff`` 0.60 → 0.74×)."""
+        The input is the residual against the estimator, except at a first start
+        (``dob_first_start``; ``step`` passes that residual): from rest, while the reference is
+        within the pre-sliding range (3·Fs/sigma0 of travel) and has not reversed, in a
+        direction no pass has ended in since reset, it is the residual against the feedforward
+        model (driven by the reference). The estimator is driven by the measured motion, whose
+        tick mean lags by half a tick: through a breakaway its damping term reads low, and the
+        residual shows a model error that is not there (traced on the exact ``stiff`` table:
+        +0.055 N·m in the third tick, the axis pushed 7 µrad ahead of the reference). Once a
+        pass in that direction has ended the path table holds a lesson for the direction (a
+        start's or a reversal's), learned against the estimator (the feedforward keeps its
+        lead), and the DOB learns what the table leaves, so it keeps the estimator's residual. Measured (``bench compensation --exact``, seeds 1–12): exact-set
+        creep median 1.27 → 1.17× oracle, beyond 1.5× in 25 → 8 of 276 runs, mismatched
+        reversals beyond 1.5× 14 → 12, scans 13 → 14, goal lines met 19 → 26 of 60. The model's
+        residual at every start from rest made the scans worse (seed 1, second half: mc19
+        1.24 → 1.50×, mc7 1.11 → 1.42×, the exact ``stiff`` 0.60 → 0.74×; without the learned
+        tables the Monte Carlo median 1.09 → 1.28×, within 1.5× 17 → 12 of 20)."""
         if hold:
             return self.dob_nm
         if dt_s != self._dob_dt:

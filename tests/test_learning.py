@@ -457,9 +457,9 @@ def test_replay_of_a_scan_learning_run_is_exact(scan_runs, tmp_path):
 def test_static_curve_proposal_moves_toward_the_truth_and_auto_applies_it(tmp_path):
     """Fs/Fc believed 2.5 against a true 1.33 (and vs 30 % high): the proposal's Fs and vs move
     toward the plant's; ``auto`` applies the fit once confident and the reversal gets better.
-    Measured (noise seed 1): rms over the halves 0.885 → 0.657 µrad with ``auto``, 0.890 →
-    0.716 with ``propose`` (before the DOB's first-start rule, whose first half is better:
-    1.061 → 0.549 and 1.124 → 0.798)."""
+    Measured (noise seed 1), rms over the two halves: 0.901 → 0.583 µrad with ``auto``, 0.898
+    → 0.708 with ``propose`` (before the DOB's first-start rule, which improved the first
+    halves: 1.061 → 0.549 and 1.124 → 0.798)."""
     runs = {}
     for name in ("propose", "auto"):
         cfg = _with(_stiff_mismatched(), adaptation={"stribeck": name})
@@ -477,5 +477,5 @@ def test_static_curve_proposal_moves_toward_the_truth_and_auto_applies_it(tmp_pa
     auto = runs["auto"][0]["curve_fit"]
     assert auto["confident"] and 0.0 < auto["applied_at_s"] < 16.0
     auto_first, auto_second = _halves(runs["auto"][1], 16.0)
-    assert auto_second < _halves(runs["propose"][1], 16.0)[1] and auto_second < 0.8 * auto_first
+    assert auto_second < _halves(runs["propose"][1], 16.0)[1] and auto_second < 0.7 * auto_first
     assert runs["auto"][0]["max_ff_param_step_nm"] <= 0.05 * believed.Fc + 1e-12  # bumpless

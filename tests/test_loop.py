@@ -170,6 +170,41 @@ class _LosesReplies(_TracesThePlant):
         return fb
 
 
+class _FirstPositionsLate(SimBackend):
+    """A drive whose first encoder frames come late: its first ``late`` reads carry no
+    position (NaN), as the CAN driver returns before the first cyclic estimate arrives."""
+
+    late = 2
+
+    def _read(self):
+        fb = super()._read()
+        self.reads = getattr(self, "reads", 0) + 1
+        if self.reads > self.late:
+            return fb
+        return Feedback(t_s=fb.t_s, position_rad=math.nan, velocity_rad_s=math.nan,
+                        current_a=fb.current_a, torque_nm=fb.torque_nm, state=fb.state,
+                        fault_code=fb.fault_code, fault_text=fb.fault_text,
+                        temperature_c=fb.temperature_c, sequence=fb.sequence, age_s=fb.age_s)
+
+
+@pytest.mark.parametrize("late, faulted", [(2, False), (40, True)])
+def test_the_position_origin_waits_for_the_first_position(ref_cfg, tmp_path, late, faulted):
+    """The enable-time read fixes the position origin; a read without a position is repeated
+    once a period for up to safety.stale_ticks periods (before, the origin was NaN and every
+    position with it: NON_FINITE on the first tick, a run that never started, seen with the
+    emulated CAN drive on a loaded machine). A drive that gives no position for longer still
+    trips NON_FINITE on the first tick and ends disabled."""
+    cls = type("Late", (_FirstPositionsLate,), {"late": late})
+    summary, run, backend = sim(ref_cfg, tmp_path, duration_s=0.3, backend_cls=cls)
+    if faulted:
+        assert late > ref_cfg.safety.stale_ticks + 1
+        assert any(f.startswith("NON_FINITE") for f in summary["faults"])
+        assert not summary["drive_enabled_at_exit"]
+    else:
+        assert summary["faults"] == [] and summary["stop_reason"] == "completed"
+        assert np.isfinite(run["pos_rad"]).all() and abs(run["pos_rad"][0]) < 1e-6
+
+
 def test_a_repeated_sample_is_ridden_through_on_the_held_velocity(ref_cfg, tmp_path):
     """A lost reply repeats the previous sample (fewer than stale_ticks in a row: no fault).
     The loop holds its velocity estimate and extrapolates the position: read as a new sample,

@@ -494,14 +494,14 @@ def _trapezoid(tt, sign, v=0.01, a=1.0, hold_s=0.3):
 
 
 def test_at_a_first_start_the_dob_takes_the_residual_against_the_reference_driven_model():
-    """The exact stiff table (sigma1 100), learning off, three moves from rest: forward at
-    0.2 s and 0.8 s, reverse at 1.4 s. Against the estimator (driven by the measured motion,
-    half a tick late) the breakaway reads as a model error and the DOB pushes the axis ahead:
-    measured with the estimator's residual at every start, the first start's DOB peak 0.056
-    N·m and a lead of 4.4 µrad (more than Fs/sigma0). At the first start in each direction the
-    DOB takes the residual against the feedforward model (driven by the reference): its peak
-    and the lead shrink (0.019 N·m, 2.1 µrad); the second forward start, after a forward pass,
-    takes the estimator's again (0.054 N·m)."""
+    """The exact stiff table (sigma1 100), three moves from rest: forward at 0.2 s and 0.8 s,
+    reverse at 1.4 s. Against the estimator (driven by the measured motion, half a tick late)
+    the breakaway reads as a model error and the DOB pushes the axis ahead: measured with the
+    estimator's residual at every start, a DOB peak of 0.056 N·m at the first start and a lead
+    of 4.4 µrad (more than Fs/sigma0). At the first start in each direction the DOB takes the
+    residual against the feedforward model (driven by the reference): 0.019 N·m, 2.1 µrad; the
+    second forward start, after a forward pass, takes the estimator's (0.054 N·m), with the
+    learned tables or without (learning off here, so the DOB alone acts)."""
     from hil.bench_compensation import STIFF, with_plant_friction
 
     case = with_plant_friction(CFG, STIFF)
@@ -512,20 +512,48 @@ def test_at_a_first_start_the_dob_takes_the_residual_against_the_reference_drive
         moves = [_trapezoid(t - t0, sign) for t0, sign in starts]
         return tuple(sum(m[i] for m in moves) for i in range(3))
 
-    comp = _compensator(ctrl, learning=False)
-    push = {t0: 0.0 for t0, _ in starts}
-    lead = {t0: 0.0 for t0, _ in starts}
+    def run(learning):
+        comp = _compensator(ctrl, learning=learning)
+        push = {t0: 0.0 for t0, _ in starts}
+        lead = {t0: 0.0 for t0, _ in starts}
+        first = {t0: False for t0, _ in starts}
 
-    def tick(t, plant, c):
-        for t0, sign in starts:
-            if t0 <= t < t0 + 0.02:  # the breakaway
-                push[t0] = max(push[t0], sign * c.dob_nm)
-                lead[t0] = max(lead[t0], sign * (plant.theta_rad - ref(t)[0]))
-    closed_loop(comp, ref, 1.8, plant_cfg=case.plant, ctrl=ctrl, on_tick=tick)
-    first, again, reverse = (t0 for t0, _ in starts)
-    assert push[first] < 0.5 * push[again]
-    assert push[reverse] < 0.5 * push[again]
-    assert lead[first] < STIFF.Fs / STIFF.sigma0 and lead[reverse] < STIFF.Fs / STIFF.sigma0
+        def tick(t, plant, c):
+            for t0, sign in starts:
+                if t0 <= t < t0 + 0.02:  # the breakaway
+                    push[t0] = max(push[t0], sign * c.dob_nm)
+                    lead[t0] = max(lead[t0], sign * (plant.theta_rad - ref(t)[0]))
+                    first[t0] |= c.dob_first_start
+        closed_loop(comp, ref, 1.8, plant_cfg=case.plant, ctrl=ctrl, on_tick=tick)
+        return push, lead, first
+
+    bristle = STIFF.Fs / STIFF.sigma0  # the bristle deflection at breakaway
+    push, lead, first = run(learning=False)
+    assert first == {0.2: True, 0.8: False, 1.4: True}
+    assert push[0.2] < 0.5 * push[0.8] and push[1.4] < 0.5 * push[0.8]
+    assert lead[0.2] < bristle and lead[1.4] < bristle
+    assert run(learning=True)[2] == first
+
+
+def test_a_first_start_ends_where_the_reference_reverses_or_leaves_pre_sliding():
+    """The sine from rest: the first start's window is the pre-sliding travel (3·Fs/sigma0) of
+    its first pass. The reference slides on, reverses without resting and comes back through
+    its start at 2.2 s: no first start there (nor at the reversals); and a sine within the
+    pre-sliding range ends its first start at its first reversal."""
+    presliding = 3.0 * P.Fs / P.sigma0
+    for learning in (True, False):
+        fired = []
+        closed_loop(_compensator(learning=learning), sine_ref, 3.5,
+                    on_tick=lambda t, plant, c: c.dob_first_start
+                    and fired.append((t, sine_ref(t)[0])))
+        assert fired and fired[0][0] >= 0.2
+        assert all(p < presliding for _, p in fired)
+        assert max(t for t, _ in fired) < 0.2 + 0.5  # the first pass only (reversal at 1.2 s)
+    small = 0.5 * presliding  # a sine that never leaves pre-sliding: reverses at 1.2 s
+    fired = []
+    closed_loop(_compensator(), lambda t: sine_ref(t, amp=small / 2), 3.5,
+                on_tick=lambda t, plant, c: c.dob_first_start and fired.append(t))
+    assert fired and max(fired) <= 1.2 + 0.5 * DT  # the first pass, up to its reversal
 
 
 def test_below_vs_the_first_dob_excursion_against_the_motion_is_not_attenuated():
