@@ -740,12 +740,13 @@ class LuGreCompensator(Compensator):
         +0.055 N·m in the third tick, the axis pushed 7 µrad ahead of the reference). Once a
         pass in that direction has ended the path table holds a lesson for the direction (a
         start's or a reversal's), learned against the estimator (the feedforward keeps its
-        lead), and the DOB learns what the table leaves, so it keeps the estimator's residual. Measured (``bench compensation --exact``, seeds 1–12): exact-set
-        creep median 1.27 → 1.17× oracle, beyond 1.5× in 25 → 8 of 276 runs, mismatched
-        reversals beyond 1.5× 14 → 12, scans 13 → 14, goal lines met 19 → 26 of 60. The model's
-        residual at every start from rest made the scans worse (seed 1, second half: mc19
-        1.24 → 1.50×, mc7 1.11 → 1.42×, the exact ``stiff`` 0.60 → 0.74×; without the learned
-        tables the Monte Carlo median 1.09 → 1.28×, within 1.5× 17 → 12 of 20)."""
+        lead), and the DOB learns what the table leaves, so it keeps the estimator's residual.
+        Measured (``bench compensation --exact``, seeds 1–12): exact-set creep median 1.27 →
+        1.17× oracle, beyond 1.5× in 25 → 8 of 276 runs, mismatched reversals beyond 1.5× 14 →
+        12, scans 13 → 14, goal lines met 19 → 26 of 60. The model's residual at every start
+        from rest made the scans worse (seed 1, second half: mc19 1.24 → 1.50×, mc7 1.11 →
+        1.42×, the exact ``stiff`` 0.60 → 0.74×; without the learned tables the Monte Carlo
+        median 1.09 → 1.28×, within 1.5× 17 → 12 of 20)."""
         if hold:
             return self.dob_nm
         if dt_s != self._dob_dt:
