@@ -24,7 +24,7 @@ from hil import fault_campaign
 from hil.emu_cia402 import Cia402Emulator
 from hil.emu_odrive_ascii import ODriveAsciiEmulator
 from hil.emu_odrive_can import ODriveCanEmulator
-from hil.fault_campaign import CASES, Case, Expect, run_case
+from hil.fault_campaign import CASES, Case, Expect, case_config, check, rise_limit, run_case
 from hil.fault_injection import SUPPORTED, FaultTrigger, injector
 
 from .conftest import reference_config
@@ -198,6 +198,27 @@ def test_emulator_cases_pass_their_rows(name, tmp_path):
         assert not row.drive_enabled and row.reported_enabled is True
     if name == "odrive_can/bus_off":
         assert row.detected_ticks is not None and row.category == "STO"
+
+
+def test_a_lost_link_allows_the_rise_until_the_drive_watchdog_ends_the_torque(tmp_path):
+    """The host's STO cannot reach a drive whose link is lost: it applies the last command it
+    received until its watchdog expires. The rise bound counts that window, from the last
+    command beyond the Coulomb level; a case whose drive takes the STO keeps 8 counts/period."""
+    row = run_case(reference_config(), _case("odrive_ascii/serial_unplug"), tmp_path)
+    cfg = case_config(reference_config(), _case("odrive_ascii/serial_unplug"))
+    margin = 8.0 * cfg.plant.encoder.rad_per_count * cfg.loop.rate_hz
+    fc, wd, dt, J = cfg.plant.friction.Fc, cfg.drive.watchdog_timeout_s, cfg.loop.dt_s, cfg.plant.J
+    assert rise_limit(cfg, row.expect, fc + 0.01) == pytest.approx(margin + 0.01 * (wd + dt) / J)
+    assert rise_limit(cfg, row.expect, 0.5 * fc) == pytest.approx(margin)  # below Coulomb: no gain
+    taken = _case("odrive_ascii/frame_loss").expect(cfg)
+    assert rise_limit(cfg, taken, fc + 0.01) == pytest.approx(margin)
+    assert rise_limit(cfg, row.expect, fc + 0.01) > margin
+    # the check holds the row to its limit: just above it is a problem, just below is not
+    assert row.passed, row.problems
+    above = dataclasses.replace(row, rise_after_sto_rad_s=row.rise_limit_rad_s * 1.01 + 1e-9)
+    assert any("speed rose" in p for p in check(above, cfg))
+    within = dataclasses.replace(row, rise_after_sto_rad_s=row.rise_limit_rad_s * 0.99)
+    assert not check(within, cfg)
 
 
 # --- the command ----------------------------------------------------------------------------------
