@@ -285,6 +285,18 @@ def sweep_speeds(cfg: Config, prior: FrictionParams, settings: IdentifySettings)
     return [float(v) for v in np.concatenate([low, high])]
 
 
+REFINE_FACTORS = (0.4, 0.7, 1.0, 1.4, 2.0)  # the refine sweep's speeds, × the fitted vs
+
+
+def refine_speeds(vs_fit: float, lowest: float, top: float) -> list[float]:
+    """The refine sweep's speeds [rad/s], ascending: :data:`REFINE_FACTORS` × the first sweep's
+    vs, up to ``top``. The curve's shape needs points below vs: one that falls below the
+    sweep's ``lowest`` speed (the slowest it was planned to run) is taken at that speed, not
+    dropped (dropped, a low-vs plant kept one point below vs, and whether a stick-slip check
+    passed it at 0.32 against 0.3 decided vs between −7 and +13 %)."""
+    return sorted({max(f * vs_fit, lowest) for f in REFINE_FACTORS if f * vs_fit <= top})
+
+
 def stribeck_descent(p: LuGreParams, v: float) -> float:
     """The steepest negative slope of the prior's steady curve within [v/2, 2v] [N·m·s/rad]
     (0 where the curve rises): −d/du[(Fs − Fc)·exp(−(u/vs)^δ) + σ2·u]."""
@@ -517,8 +529,7 @@ def identify(cfg: Config, backend: Backend, clock: Clock, out_dir: str | Path, *
             if (settings.refine and fit is not None and "both" not in state.lines
                     and not (p.vs / 1.5 <= fit.vs <= p.vs * 1.5)):
                 top = settings.speed_top_fraction * cfg.safety.velocity_limit_rad_s
-                extra = [f * fit.vs for f in (0.4, 0.7, 1.0, 1.4, 2.0)]
-                extra = [v for v in extra if speeds[0] <= v <= top]
+                extra = refine_speeds(fit.vs, speeds[0], top)
                 if extra:
                     plan2 = build_sweep(extra, replace(state.p_measured(), vs=fit.vs), settings)
                     runner.total_s += plan2[2]

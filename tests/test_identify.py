@@ -540,3 +540,15 @@ def test_sigma1_fit_from_a_far_prior_over_the_damping_range(zeta):
     fit = fit_sigma1_ringing(pos, u, base=prior, J=J, dt_s=dt, rad_per_count=q,
                              segments=[(0, 4 * hold), (4 * hold, 8 * hold)])
     assert fit.sigma1 == pytest.approx(true.sigma1, rel=0.1)
+
+
+def test_the_refine_sweep_keeps_its_points_below_vs():
+    """The refine runs 0.4…2 × the fitted vs; a speed below the sweep's lowest is taken at the
+    lowest, not dropped, so a low-vs plant keeps two points below vs; above the top, dropped."""
+    from hil.identify import refine_speeds
+
+    assert refine_speeds(1e-3, 1e-4, 1.0) == pytest.approx([4e-4, 7e-4, 1e-3, 1.4e-3, 2e-3])
+    low = refine_speeds(2.4e-4, 1e-4, 1.0)
+    assert low[0] == pytest.approx(1e-4) and sum(v < 2.4e-4 for v in low) == 2
+    assert refine_speeds(2e-5, 1e-4, 1.0) == pytest.approx([1e-4])  # all clamped: one speed
+    assert refine_speeds(0.4, 1e-4, 0.6) == pytest.approx([0.16, 0.28, 0.4, 0.56])
