@@ -10,6 +10,7 @@ mathematics (:mod:`controller.units`, which also holds the plausibility bounds p
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any, Literal, Optional
 
 from drivers.cia402_pdo import DEFAULT_RPDO, DEFAULT_TPDO, validate_mapping
 
-from .friction import DirectionalParams, FrictionParams, LuGreParams
+from .friction import DirectionalParams, FrictionParams, FrictionUncertainty, LuGreParams
 from .estimation_config import AdaptationConfig, ObserverConfig, ScheduleConfig, check_anchored
 from .gains import PIDGains
 from .units import AxisKind, AxisUnits, axis_units
@@ -158,6 +159,10 @@ class ControllerConfig:
     observer: ObserverConfig = field(default_factory=ObserverConfig)  # lugre, lugre_adaptive
     adaptation: AdaptationConfig = field(default_factory=AdaptationConfig)  # lugre_adaptive
     schedule: Optional[ScheduleConfig] = None  # parameter sets blended by lugre_adaptive
+    # standard errors of the believed set and J (a params file's uncertainty:, applied with it
+    # by --params; null: not stated): how far the feedforward model's damping term is trusted
+    # (observer.ff_clamp_margin_nm)
+    friction_se: Optional[FrictionUncertainty] = None
 
     def __post_init__(self) -> None:
         require(math.isfinite(self.J) and self.J > 0, "J", f"must be > 0 and finite, got {self.J}")
@@ -166,6 +171,13 @@ class ControllerConfig:
                f"must be >= 0, got {self.feedforward_v_eps}")
         if self.schedule is not None:  # a schedule is anchored to the believed set
             check_anchored(self.schedule, self.friction)
+
+
+def believing(controller: ControllerConfig, friction: FrictionParams, **changes: Any
+              ) -> ControllerConfig:
+    """``controller`` believing ``friction`` (and ``changes``, e.g. ``J``): the stated uncertainty
+    of the set it replaces is dropped, as it never outlives its set (``friction_se``)."""
+    return dataclasses.replace(controller, friction=friction, friction_se=None, **changes)
 
 
 # --- loop, safety, logging, drive ---------------------------------------------------------------
@@ -591,5 +603,5 @@ def resolve_config_path(name_or_path: str | Path) -> Path:
 
 __all__ = [
     "Config", "ConfigError", "ControllerConfig", "PlantConfig", "PIDGains", "load_config",
-    "config_from_mapping", "resolve_config_path", "prefixed",
+    "config_from_mapping", "resolve_config_path", "prefixed", "believing",
 ]

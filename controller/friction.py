@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
@@ -101,6 +101,36 @@ class DirectionalParams:
 
 
 FrictionParams = Union[LuGreParams, DirectionalParams]
+
+
+@dataclass(frozen=True, slots=True)
+class FrictionUncertainty:
+    """Standard errors of a believed LuGre set and its J, as ``identify`` states them
+    (params.yaml ``uncertainty:``), same keys and units. None: not measured; 0: held fixed
+    (taken from the prior, so not measured either)."""
+
+    Fc: Optional[float] = None  # [N·m]
+    Fs: Optional[float] = None  # [N·m]
+    vs: Optional[float] = None  # [rad/s]
+    sigma0: Optional[float] = None  # [N·m/rad]
+    sigma1: Optional[float] = None  # [N·m·s/rad]
+    sigma2: Optional[float] = None  # [N·m·s/rad]
+    delta: Optional[float] = None  # [-]
+    J: Optional[float] = None  # [kg·m²]
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            se = getattr(self, f.name)
+            require(se is None or (math.isfinite(se) and se >= 0.0), f.name,
+                    f"must be a standard error (>= 0 and finite) or null, got {se}")
+
+    def relative(self, name: str, value: float) -> float:
+        """se/|value| of one parameter; inf where it was not measured (None or 0) or the value
+        is 0."""
+        se = getattr(self, name)
+        if se is None or se == 0.0 or value == 0.0:
+            return math.inf
+        return se / abs(value)
 
 # The per-step functions g and lugre_step run several times per tick (plant substeps, observers):
 # they live in controller.friction_step, compiled with the hot modules, and are re-exported here

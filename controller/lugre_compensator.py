@@ -51,7 +51,7 @@ from .compensation import Compensator, StaticCompensator, TickSignals
 from .estimation_config import (resolved, AdaptationConfig, ObserverConfig, ScheduleConfig,
                                 anchored, representative, resolve_adaptation,
                                 resolve_observer)
-from .friction import DirectionalParams, FrictionParams, LuGreParams, g
+from .friction import DirectionalParams, FrictionParams, FrictionUncertainty, LuGreParams, g
 from .friction_step import sliding_damping
 from .gains import PIDGains
 from .learning import PathTable, SpeedTable, StaticCurveFit, quasi_steady
@@ -76,14 +76,15 @@ class LuGreCompensator(Compensator):
                  adaptation: AdaptationConfig | None = None,
                  schedule: ScheduleConfig | None = None,
                  base_pid: PIDGains | None = None,
-                 v_eps: float = 0.0) -> None:
+                 v_eps: float = 0.0,
+                 friction_se: FrictionUncertainty | None = None) -> None:
         super().__init__()
         self.mode = "lugre" if adaptation is None else "lugre_adaptive"
         self.scheduler = Scheduler(schedule, base_pid) if schedule is not None else None
         if self.scheduler is not None:
             friction = self.scheduler.params
         pid = base_pid or PIDGains.triple_pole(J, 20.0)
-        observer = resolve_observer(observer or ObserverConfig(), friction, J, pid)
+        observer = resolve_observer(observer or ObserverConfig(), friction, J, pid, friction_se)
         self.cfg = observer
         self._gate_auto = adaptation is not None and adaptation.gate_velocity_rad_s is None
         if adaptation is not None:
@@ -124,7 +125,8 @@ class LuGreCompensator(Compensator):
         self._dob_margin_j = J * observer.dob_inertia_margin  # [kg·m²]
         self.estimator = LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=margin)
         self._L = L  # the residual correction's gain; faded with the steady weight (step)
-        self.ff_model = (LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=margin)
+        ff_margin = resolved(observer.ff_clamp_margin_nm)
+        self.ff_model = (LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=ff_margin)
                          if observer.feedforward == "reference" else None)
         residual_limit = resolved(observer.residual_limit_nm)
         wrong_sign = resolved(observer.wrong_sign_velocity_rad_s)
@@ -182,7 +184,8 @@ class LuGreCompensator(Compensator):
             self.curve_fit = StaticCurveFit(base.vs, base.sigma2, base.delta)
             self._auto = adaptation.stribeck == "auto"
         # the feedforward model with the previous tick's parameters, for the bump on a switch
-        self._shadow = LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=margin)
+        self._shadow = LuGreObserver(friction, L, tracking_gain_per_s=k,
+                                     margin_nm=ff_margin if self.ff_model is not None else margin)
         self._switched_from: tuple[FrictionParams, float, float] | None = None
         self.warnings: list[str] = list(self.scheduler.warnings) if self.scheduler else []
         self.reset()
@@ -990,5 +993,11 @@ def make_lugre_compensator(cfg: "ControllerConfig", adaptive: bool) -> LuGreComp
     observer = cfg.observer
     adaptation = cfg.adaptation if adaptive else None
     schedule = anchored(cfg.schedule, cfg.friction) if adaptive and cfg.schedule else None
+    # the stated uncertainty is of controller.friction's bristles: a schedule that scales sigma0
+    # or sigma1 runs sets nobody measured, so it leaves the shipped bound
+    rescaled = schedule is not None and cfg.schedule is not None and any(
+        s.scale is not None and (s.scale.sigma0 != 1.0 or s.scale.sigma1 != 1.0)
+        for s in cfg.schedule.sets)
     return LuGreCompensator(cfg.friction, cfg.J, cfg.Kt, observer=observer, adaptation=adaptation,
-                            schedule=schedule, base_pid=cfg.pid, v_eps=cfg.feedforward_v_eps)
+                            schedule=schedule, base_pid=cfg.pid, v_eps=cfg.feedforward_v_eps,
+                            friction_se=None if rescaled else cfg.friction_se)

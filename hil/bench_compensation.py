@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from controller.config import Config, load_config, resolve_config_path
+from controller.config import Config, believing, load_config, resolve_config_path
 from controller.executor import (ExecutorSpec, add_executor_arguments, int_argument, run_map,
                                  spec_from_args)
 from controller.friction import DirectionalParams, FrictionParams, LuGreParams
@@ -81,7 +81,7 @@ def mismatched(cfg: Config, m: float, signs: dict[str, int] | None = None,
         "Kt": cfg.plant.Kt * (1.0 + signs["Kt"] * kt_m),
     }
     # the schedule's sets are factors on controller.friction: they move with it
-    return dataclasses.replace(cfg, controller=dataclasses.replace(ctrl, **changes))
+    return dataclasses.replace(cfg, controller=believing(ctrl, **changes))
 
 
 def run_matrix(cfg: Config, scenarios, modes, out: Path, seed: int = 1,
@@ -140,7 +140,7 @@ def drift_fc_error(cfg: Config, summary: dict) -> float:
 
 def with_believed_friction(cfg: Config, friction: FrictionParams) -> Config:
     """The controller believes ``friction`` (the schedule's sets follow: they are relative)."""
-    return dataclasses.replace(cfg, controller=dataclasses.replace(cfg.controller, friction=friction))
+    return dataclasses.replace(cfg, controller=believing(cfg.controller, friction))
 
 
 def identified_vs_true(cfg: Config, identified: FrictionParams, out: Path,
@@ -224,7 +224,7 @@ STIFF = LuGreParams(Fc=0.3, Fs=0.4, vs=0.003, sigma0=1e5, sigma1=100.0, sigma2=0
 def with_plant_friction(cfg: Config, friction: FrictionParams) -> Config:
     """Plant and controller both on ``friction`` (the believed set exact)."""
     cfg = dataclasses.replace(cfg, plant=dataclasses.replace(cfg.plant, friction=friction))
-    return dataclasses.replace(cfg, controller=dataclasses.replace(cfg.controller, friction=friction))
+    return dataclasses.replace(cfg, controller=believing(cfg.controller, friction))
 
 
 def random_plant(cfg: Config, rng: random.Random) -> Config:
@@ -252,8 +252,7 @@ def random_belief(cfg: Config, rng: random.Random, lo: float = 0.15, hi: float =
         values[name] *= 1.0 + rng.choice((-1, 1)) * rng.uniform(lo, hi)
     values["Fs"] = max(values["Fs"], values["Fc"])
     J = cfg.plant.J * (1.0 + rng.choice((-1, 1)) * rng.uniform(lo, hi))
-    return dataclasses.replace(cfg, controller=dataclasses.replace(
-        cfg.controller, friction=LuGreParams(**values), J=J))
+    return dataclasses.replace(cfg, controller=believing(cfg.controller, LuGreParams(**values), J=J))
 
 
 def build_cases(cfg: Config, mismatch: float, kt_m: float, monte_carlo: int, seed: int
@@ -278,8 +277,8 @@ def believed_exactly(cases: list[tuple[str, str, Config]]) -> list[tuple[str, st
     """Each Monte Carlo case's plant believed exactly (friction and J): ``<case>/exact``, kind
     ``exact``, so it joins the exact-set and never-worse goal lines ("any plausible table");
     also the yardstick of what identification can reach on that plant (``--identify``)."""
-    return [(f"{name}{EXACT}", "exact", dataclasses.replace(c, controller=dataclasses.replace(
-        c.controller, friction=c.plant.friction, J=c.plant.J)))
+    return [(f"{name}{EXACT}", "exact", dataclasses.replace(c, controller=believing(
+        c.controller, c.plant.friction, J=c.plant.J)))
         for name, kind, c in cases if kind == "mc"]
 
 

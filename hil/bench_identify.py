@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.config import Config
+from controller.config import Config, believing
 from controller.executor import ExecutorSpec, run_map
 from controller.params_file import IdentifiedParams, apply_params, load_params_file
 
@@ -65,8 +65,8 @@ def check_identified(cfg: Config, params_path: str | Path, out: Path, *, seed: i
     Returns {scenario: {"identified": rms, "true": rms, "oracle": rms, "vs_oracle": ratio,
     "vs_true": ratio}} (scan: the second half)."""
     identified, _ = with_identified(cfg, params_path)
-    true = dataclasses.replace(cfg, controller=dataclasses.replace(
-        cfg.controller, friction=cfg.plant.friction, J=cfg.plant.J))
+    true = dataclasses.replace(cfg, controller=believing(cfg.controller, cfg.plant.friction,
+                                                         J=cfg.plant.J))
     tasks = (build_tasks([("identified", "", identified)], out, seed, duration_scale, CHECK_MODES)
              + build_tasks([("true", "", true)], out, seed, duration_scale, ("lugre_adaptive",)))
     results = run_map(run_one, tasks, spec)
@@ -87,8 +87,8 @@ def identified_cases(cases: list[tuple[str, str, Config]], shipped: Config, out:
     then the case's config believing the identified set. Names ``<case>/id``, kind
     ``identified`` (the yardstick, the Monte Carlo plants believed exactly, is
     :func:`hil.bench_compensation.believed_exactly`)."""
-    starts = [(name, dataclasses.replace(c, controller=dataclasses.replace(
-        c.controller, friction=shipped.controller.friction, J=shipped.controller.J)))
+    starts = [(name, dataclasses.replace(c, controller=believing(
+        c.controller, shipped.controller.friction, J=shipped.controller.J)))
         for name, _, c in cases]
     tasks = [IdentifyTask(name, c, seed, str(out / "identify" / name)) for name, c in starts]
     found = run_map(run_identify, tasks, spec)

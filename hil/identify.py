@@ -1225,7 +1225,8 @@ def params_header(axis: AxisUnits = ROTARY) -> str:
         f"#   directions differ beyond their uncertainty). Units: Fc, Fs [{u('N·m')}], vs [{u('rad/s')}],\n"
         f"#   sigma0 [{u('N·m/rad')}], sigma1, sigma2 [{u('N·m·s/rad')}], delta [-].\n"
         f"# J: the identified inertia [{u('kg·m²')}] (when the inertia experiment ran): applied as controller.J.\n"
-        "# uncertainty: standard errors, same keys and units (.nan: not measured, 0: held fixed).\n"
+        "# uncertainty: standard errors, same keys and units (.nan: not measured, 0: held fixed):\n"
+        "#   applied with the set as controller.friction_se (how far its sigma1/sigma0 is trusted).\n"
         "# diagnostics: where each value came from, points used/rejected, fit residuals.\n")
 
 

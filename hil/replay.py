@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from controller.config import Config, config_from_mapping
+from controller.config import Config, believing, config_from_mapping
 from controller.control_law import CONTROL_LAW_REVISION
 from controller.friction import FrictionParams
 from controller.params_file import IdentifiedParams, apply_params
@@ -152,10 +152,11 @@ def replay_capture(path: Path, cfg: Config, out_dir: Path, *, protocol: str | No
 
 def with_params(cfg: Config, params: FrictionParams | IdentifiedParams) -> Config:
     """What-if: the controller believes ``params`` (a friction set, or an identified params.yaml
-    read by :func:`controller.params_file.load_params_file`: its friction, and J if it has one)."""
+    read by :func:`controller.params_file.load_params_file`: its friction, its uncertainty, and J
+    if it has one; a bare set drops the log's stated uncertainty with the set it replaces)."""
     if isinstance(params, IdentifiedParams):
         return apply_params(cfg, params)
-    return dataclasses.replace(cfg, controller=dataclasses.replace(cfg.controller, friction=params))
+    return dataclasses.replace(cfg, controller=believing(cfg.controller, params))
 
 
 def revision_warning(header: dict[str, Any]) -> str | None:

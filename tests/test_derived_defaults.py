@@ -3,13 +3,15 @@ believed set; an explicit config value overrides the rule."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
-from controller.estimation_config import (AdaptationConfig, ObserverConfig, resolve_adaptation,
+from controller.estimation_config import (BELIEF_ERROR, AdaptationConfig, ObserverConfig,
+                                          damping_time_uncertainty, resolve_adaptation,
                                           resolve_observer)
-from controller.friction import DirectionalParams, LuGreParams
+from controller.friction import DirectionalParams, FrictionUncertainty, LuGreParams
 from controller.gains import PIDGains
 from controller.lugre_compensator import LuGreCompensator
 
@@ -104,3 +106,87 @@ def test_compensator_gain_is_capped_by_the_bristle_damping_rate():
     assert comp.estimator.L * p.sigma0 == pytest.approx(0.1 * p.sigma0 / p.sigma1)
     ref = LuGreCompensator(SETS[0], 0.08, 0.6, base_pid=PIDGains.triple_pole(0.08, 20.0))
     assert ref.estimator.L * SETS[0].sigma0 == pytest.approx(2 * math.pi * 30.0)
+
+
+@pytest.mark.parametrize("p", SETS)
+def test_the_feedforward_bound_widens_as_far_as_the_stated_uncertainty_of_the_bristle_time(p):
+    """The feedforward model's |F̂| margin is the estimator's (0.25·Fc) for a set of unstated
+    uncertainty, and clamp·0.3/u where sigma1/sigma0 is stated within u < 0.3 (the errors of
+    sigma1 and sigma0 in quadrature); a parameter held fixed (se 0) or not measured counts as
+    unstated; an explicit value overrides the rule."""
+    pid = PIDGains.triple_pole(0.08, 20.0)
+    clamp = 0.25 * p.Fc
+    assert resolve_observer(ObserverConfig(), p, 0.08, pid).ff_clamp_margin_nm == pytest.approx(clamp)
+    se = FrictionUncertainty(sigma1=0.03 * p.sigma1, sigma0=0.04 * p.sigma0, Fc=1e-4)
+    u = damping_time_uncertainty(p, se)
+    assert u == pytest.approx(0.05)
+    o = resolve_observer(ObserverConfig(), p, 0.08, pid, se)
+    assert o.ff_clamp_margin_nm == pytest.approx(clamp * BELIEF_ERROR / 0.05)  # 6× the clamp
+    assert o.clamp_margin_nm == pytest.approx(clamp)  # the estimator's own bound stays
+    loose = FrictionUncertainty(sigma1=0.5 * p.sigma1, sigma0=0.01 * p.sigma0)
+    assert resolve_observer(ObserverConfig(), p, 0.08, pid, loose).ff_clamp_margin_nm \
+        == pytest.approx(clamp)  # known worse than 30 %: never tighter than the shipped rule
+    for unstated in (FrictionUncertainty(sigma0=0.01 * p.sigma0),  # sigma1 not measured
+                     FrictionUncertainty(sigma1=0.0, sigma0=0.01 * p.sigma0)):  # sigma1 held
+        assert damping_time_uncertainty(p, unstated) == math.inf
+        assert resolve_observer(ObserverConfig(), p, 0.08, pid, unstated).ff_clamp_margin_nm \
+            == pytest.approx(clamp)
+    assert resolve_observer(ObserverConfig(ff_clamp_margin_nm=0.7), p, 0.08, pid,
+                            se).ff_clamp_margin_nm == 0.7
+    # the compensator's feedforward model carries it; its estimator keeps the clamp
+    comp = LuGreCompensator(p, 0.08, 0.1, base_pid=pid, friction_se=se)
+    assert comp.ff_model is not None and comp.ff_model.margin_nm == pytest.approx(clamp * 6.0)
+    assert comp.estimator.margin_nm == pytest.approx(clamp)
+
+
+def test_a_standard_error_must_be_one():
+    from controller.config import config_from_mapping
+    from controller.schema import ConfigError, to_plain
+
+    from .conftest import reference_config
+
+    with pytest.raises(ValueError, match="sigma1: must be a standard error"):
+        FrictionUncertainty(sigma1=-0.1)
+    with pytest.raises(ValueError, match="J: must be a standard error"):
+        FrictionUncertainty(J=math.inf)
+    data = to_plain(reference_config())
+    data["controller"]["friction_se"] = {"sigma1": -1.0}
+    with pytest.raises(ConfigError, match="controller.friction_se.sigma1: must be a standard"):
+        config_from_mapping(data)
+    data["controller"]["friction_se"] = {"sigma1": 0.01, "sigma0": 30.0}
+    cfg = config_from_mapping(data)  # and the run header's round trip keeps it (replay)
+    assert cfg.controller.friction_se == FrictionUncertainty(sigma1=0.01, sigma0=30.0)
+    assert config_from_mapping(to_plain(cfg)).controller.friction_se == cfg.controller.friction_se
+
+
+def test_the_feedforward_bound_takes_the_direction_known_least_and_widens_at_most_30_fold():
+    pid = PIDGains.triple_pole(0.08, 20.0)
+    p = SETS[2]
+    d = DirectionalParams(p, p.scaled(sigma1=0.02))  # reverse's damping 50× smaller
+    se = FrictionUncertainty(sigma1=0.01 * p.sigma1, sigma0=1e-9)
+    assert damping_time_uncertainty(p, se) == pytest.approx(0.01)
+    assert damping_time_uncertainty(d, se) == pytest.approx(0.5)  # 1 % of forward, 50 % of reverse
+    assert resolve_observer(ObserverConfig(), d, 0.08, pid, se).ff_clamp_margin_nm \
+        == pytest.approx(0.25 * p.Fc)
+    tiny = FrictionUncertainty(sigma1=1e-9, sigma0=1e-9)  # no bristle time is known within 1e-9
+    assert resolve_observer(ObserverConfig(), p, 0.08, pid, tiny).ff_clamp_margin_nm \
+        == pytest.approx(0.25 * p.Fc * 30.0)
+
+
+def test_a_schedule_that_rescales_the_bristles_leaves_the_shipped_bound():
+    """The stated uncertainty is of controller.friction's sigma1 and sigma0: a scheduled set
+    that scales either is a set nobody measured (the shipped schedule scales Fc, Fs, sigma2)."""
+    from controller.estimation_config import FrictionScale, ParameterSetConfig
+    from controller.lugre_compensator import make_lugre_compensator
+
+    from .conftest import reference_config
+
+    ctrl = reference_config().controller
+    se = FrictionUncertainty(sigma1=0.001 * ctrl.friction.sigma1, sigma0=0.001 * ctrl.friction.sigma0)
+    stated = dataclasses.replace(ctrl, friction_se=se)
+    comp = make_lugre_compensator(stated, True)  # its clamp: 0.25·Fc of the schedule's start set
+    assert comp.ff_model.margin_nm == pytest.approx(comp.cfg.clamp_margin_nm * 30.0)
+    sets = ctrl.schedule.sets + (ParameterSetConfig(name="soft", scale=FrictionScale(sigma0=0.8)),)
+    rescaled = dataclasses.replace(stated, schedule=dataclasses.replace(ctrl.schedule, sets=sets))
+    comp = make_lugre_compensator(rescaled, True)
+    assert comp.ff_model.margin_nm == pytest.approx(comp.cfg.clamp_margin_nm)

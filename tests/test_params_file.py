@@ -12,7 +12,7 @@ import yaml
 
 from controller import api, cli
 from controller.estimation_config import anchored
-from controller.friction import LuGreParams
+from controller.friction import FrictionUncertainty, LuGreParams
 from controller.params_file import apply_params, load_params_file
 from controller.runlog import read_log
 from controller.schema import ConfigError
@@ -47,6 +47,38 @@ def test_identify_params_yaml_sets_friction_and_J_and_the_schedule_follows(tmp_p
     assert no_j.J is None and apply_params(reference_config(), no_j).controller.J == 0.08
 
 
+def test_the_stated_uncertainty_is_applied_with_its_set_and_never_outlives_it(tmp_path):
+    """identify's uncertainty: block becomes controller.friction_se (.nan: not measured);
+    a file without one clears it; per direction, each key's larger standard error."""
+    path = tmp_path / "params.yaml"
+    _write_params(path, IdentifyResult(friction=IDENTIFIED, uncertainty={
+        "Fc": 1e-4, "sigma0": 150.0, "sigma1": 0.002, "vs": float("nan"), "delta": 0.0},
+        diagnostics={}, sources={}, directional=False, points=[], J=0.0915, J_se=2e-4))
+    params = load_params_file(path)
+    se = params.uncertainty
+    assert se is not None and se.sigma1 == pytest.approx(0.002) and se.sigma0 == pytest.approx(150.0)
+    assert se.vs is None and se.delta == 0.0 and se.J == pytest.approx(2e-4)
+    cfg = apply_params(reference_config(), params)
+    assert cfg.controller.friction_se == se
+    assert cfg.controller.observer.ff_clamp_margin_nm is None  # derived when the compensator is made
+    bare = tmp_path / "bare.yaml"
+    bare.write_text(yaml.safe_dump({"friction": IDENTIFIED.as_dict()}))
+    assert apply_params(cfg, load_params_file(bare)).controller.friction_se is None
+    both = tmp_path / "both.yaml"
+    both.write_text(yaml.safe_dump({"friction": IDENTIFIED.as_dict(), "uncertainty": {
+        "forward": {"sigma1": 0.001, "sigma0": 200.0}, "reverse": {"sigma1": 0.003, "sigma0": 100.0},
+        "J": 3e-4}}))  # as identify writes a per-direction set: J beside the two blocks
+    assert load_params_file(both).uncertainty == FrictionUncertainty(sigma1=0.003, sigma0=200.0,
+                                                                     J=3e-4)
+    # a direction that did not measure a parameter (.nan, or 0: held) leaves it unstated; .inf
+    # is read as not measured too (identify writes it where a fit did not determine one)
+    half = tmp_path / "half.yaml"
+    half.write_text(yaml.safe_dump({"friction": IDENTIFIED.as_dict(), "uncertainty": {
+        "forward": {"sigma1": float("nan"), "sigma0": 0.0, "Fs": float("inf")},
+        "reverse": {"sigma1": 0.001, "sigma0": 100.0, "Fs": 0.01}}}))
+    assert load_params_file(half).uncertainty == FrictionUncertainty()
+
+
 def test_a_full_config_is_a_params_file_too(tmp_path):
     data = yaml.safe_load(Path(api.resolve_config_path("turntable")).read_text())
     data["controller"]["friction"] = IDENTIFIED.as_dict()
@@ -67,6 +99,18 @@ def test_a_full_config_is_a_params_file_too(tmp_path):
     ("friction: {Fc: 0.2, Fs: 0.3, vs: 0.01, sigma0: 10000.0, sigma1: 0.1, sigma2: 0.04, mu: 1}\n",
      "p.yaml: friction.mu: unknown key"),
     ("uncertainty: {Fc: 0.1}\n", "p.yaml: no 'friction:' or 'controller.friction:' block"),
+    ("friction: {Fc: 0.2, Fs: 0.3, vs: 0.01, sigma0: 10000.0, sigma1: 0.1, sigma2: 0.04}\n"
+     "uncertainty: {sigma1: -0.01}\n", "p.yaml: uncertainty.sigma1: must be a standard error"),
+    ("friction: {Fc: 0.2, Fs: 0.3, vs: 0.01, sigma0: 10000.0, sigma1: 0.1, sigma2: 0.04}\n"
+     "uncertainty: {mu: 0.01}\n", "p.yaml: uncertainty.mu: unknown key"),
+    ("friction: {Fc: 0.2, Fs: 0.3, vs: 0.01, sigma0: 10000.0, sigma1: 0.1, sigma2: 0.04}\n"
+     "uncertainty: {forward: {sigma1: 0.01}}\n", "p.yaml: uncertainty: a per-direction"),
+    ("friction: {Fc: 0.2, Fs: 0.3, vs: 0.01, sigma0: 10000.0, sigma1: 0.1, sigma2: 0.04}\n"
+     "uncertainty: {forward: {sigma1: 0.01}, reverse: {sigma1: x}}\n",
+     "p.yaml: uncertainty.reverse.sigma1: must be a number"),
+    ("friction: {Fc: 0.2, Fs: 0.3, vs: 0.01, sigma0: 10000.0, sigma1: 0.1, sigma2: 0.04}\n"
+     "uncertainty: {forward: {sigma1: 0.01}, reverse: {sigma1: 0.02}, sigma1: 0.01}\n",
+     "p.yaml: uncertainty.forward.sigma1: given beside forward:/reverse: as well"),
 ])
 def test_errors_name_the_file_and_the_key(tmp_path, text, where):
     path = tmp_path / "p.yaml"

@@ -49,6 +49,26 @@ def test_replay_reproduces_the_logged_estimates_exactly(adaptive_run, tmp_path):
     np.testing.assert_array_equal(csv["friction_hat_nm"], log["friction_hat_nm"][:6000])
 
 
+def test_a_run_with_a_stated_uncertainty_replays_exactly_with_it(tmp_path):
+    """controller.friction_se widens the feedforward model's bound (heavily damped bristles,
+    where the start reaches it): the header's config carries it, so the replay computes the
+    same law."""
+    from controller.friction import FrictionUncertainty, LuGreParams
+    from hil.bench_compensation import with_plant_friction
+
+    soft = LuGreParams(Fc=0.1855, Fs=0.2421, vs=0.0665, sigma0=6711.0, sigma1=76.25, sigma2=0.04)
+    cfg = with_plant_friction(reference_config(), soft)
+    cfg = dataclasses.replace(cfg, controller=dataclasses.replace(
+        cfg.controller, friction_se=FrictionUncertainty(sigma1=0.6, sigma0=67.0)))
+    summary, log, _ = sim(cfg, tmp_path / "run", duration_s=0.6, compensation="lugre_adaptive")
+    assert summary["faults"] == []
+    assert config_from_log(read_log(tmp_path / "run" / "run.fctl")).controller.friction_se \
+        == cfg.controller.friction_se
+    out = replay(tmp_path / "run" / "run.fctl", tmp_path / "replay")
+    assert out["max_abs_diff_torque_nm"] <= 1e-12
+    assert out["max_abs_diff_friction_hat_nm"] <= 1e-12
+
+
 def test_replay_is_exact_over_repeated_samples(tmp_path):
     """Rows that repeated the previous sample (lost replies) were ridden through on the held
     velocity; the replay follows the logged sequence numbers and reproduces them exactly."""
