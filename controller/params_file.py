@@ -5,8 +5,8 @@ Accepted layouts (``yaml.safe_load``):
 
 - a params file: ``friction:`` at the top (a flat LuGre set, or ``forward:``/``reverse:``), and
   optionally ``J:`` (the identified inertia [kg·m²]) and ``uncertainty:`` (standard errors, same
-  keys, ``.nan`` not measured; per direction, each key's larger one is taken); ``diagnostics:``
-  is documentation and not read;
+  keys, ``.nan`` not measured; per direction, each key's larger one, or not stated where either
+  direction did not measure it); ``diagnostics:`` is documentation and not read;
 - a full config: ``controller.friction`` (and ``controller.J``, ``controller.friction_se``).
 
 Applying a file replaces ``controller.friction``, ``controller.friction_se`` (the file's
