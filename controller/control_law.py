@@ -16,9 +16,11 @@ from .pid import PID, inertia_feedforward
 # (README, Replay); logs without the key were recorded before it was logged.
 #   1  the DOB at a first start takes the residual against the reference-driven model
 #   2  that first start ends where the reference first reverses or leaves pre-sliding
+#   3  the momentum balance takes out the velocity filter's lag for an axis on its plan, and
+#      the DOB brakes only a lurch (the axis ahead of the reference and pulling away)
 #   (controller.friction_se, which widens the feedforward model's bound, is not a bump: a log
 #   without it replays as before, and one with it names it in its header's config)
-CONTROL_LAW_REVISION = 2
+CONTROL_LAW_REVISION = 3
 
 
 class ControlLaw:

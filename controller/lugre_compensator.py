@@ -2,7 +2,8 @@
 
 Per tick (all in :meth:`LuGreCompensator.step`, SI units):
 
-1. measured friction r [N·m]: momentum observer on the measured current and velocity;
+1. measured friction r [N·m]: momentum observer on the measured current and velocity, less
+   what the velocity filter's lag reads as friction on an axis that follows its plan;
 2. residual = r − F̂_lag, where F̂_lag is the previous F̂ through the momentum observer's own lag
    (so a correct model leaves no residual in transients); the correction acts on the
    lag-compensated measurement r + (F̂ − F̂_lag);
@@ -77,7 +78,8 @@ class LuGreCompensator(Compensator):
                  schedule: ScheduleConfig | None = None,
                  base_pid: PIDGains | None = None,
                  v_eps: float = 0.0,
-                 friction_se: FrictionUncertainty | None = None) -> None:
+                 friction_se: FrictionUncertainty | None = None,
+                 velocity_cutoff_hz: float = 0.0) -> None:
         super().__init__()
         self.mode = "lugre" if adaptation is None else "lugre_adaptive"
         self.scheduler = Scheduler(schedule, base_pid) if schedule is not None else None
@@ -137,6 +139,11 @@ class LuGreCompensator(Compensator):
                         if observer.fallback == "stribeck" else None)
         self._fade_rate = 1.0 / observer.fade_s if observer.fade_s > 0.0 else math.inf  # [1/s]
         self._use_encoder = observer.velocity_source == "encoder"
+        # the loop's velocity filter (velocity.cutoff_hz; 0: the velocity is not filtered
+        # here, velocity.source drive), whose lag the momentum balance takes out (step)
+        self._vf_cutoff = velocity_cutoff_hz
+        self._vf_dt = -1.0
+        self._vf_alpha = 1.0
         self.adapter: FcAdapter | None = None
         self.drift: DriftMonitor | None = None
         if adaptation is not None:
@@ -193,6 +200,9 @@ class LuGreCompensator(Compensator):
     def reset(self) -> None:
         super().reset()
         self._pos_prev = NAN  # NaN: the next step is the first after a reset
+        self._vf_acc = 0.0  # the planned acceleration through the velocity filter [rad/s²]
+        self._vf_lag = 0.0  # its shortfall through the momentum observer's lag [rad/s²]
+        self._vf_prev = 0.0  # the previous tick's planned acceleration [rad/s²]
         self._offset = 0.0  # parameter-induced bump not yet released [N·m]
         self.param_step_nm = 0.0
         self._switched_from = None
@@ -443,6 +453,28 @@ class LuGreCompensator(Compensator):
             a_plan = self._a_ref_prev
             a_next = s.acc_ref_rad_s2
             self._a_ref_prev = a_next if a_next - a_next == 0.0 else 0.0  # non-finite: none planned
+            if self._vf_cutoff > 0.0:
+                # the velocity is the encoder difference through the loop's first-order low-pass
+                # (controller/velocity.py): its increments J·Δv trail the acceleration, and the
+                # momentum balance reads J·(a − LPF(a)) as friction: about +J·a through the
+                # first ticks of a ramp, −J·a where it ends (traced on mc14/exact's creep start:
+                # the DOB pushed +0.03…+0.05 N·m and the axis ran 5 µrad ahead). Taken out for
+                # an axis on its plan: the encoder difference spans a tick, so the filter's
+                # input steps by the plan's ½(a_plan + a_prev); the shortfall a_plan − LPF
+                # through the momentum observers' lag (both run at one bandwidth)
+                if dt_s != self._vf_dt:
+                    self._vf_dt = dt_s
+                    self._vf_alpha = -expm1(-2.0 * math.pi * self._vf_cutoff * dt_s)
+                a_mean = 0.5 * (a_plan + self._vf_prev)
+                self._vf_prev = a_plan
+                af = self._vf_acc
+                af += self._vf_alpha * (a_mean - af)
+                self._vf_acc = af
+                short = self._vf_lag
+                short += mo.gain * (a_plan - af - short)
+                self._vf_lag = short
+                r -= mo.J * short
+                r_dob -= dob_mo.J * short
             planned = self._dob_planned
             planned += dob_mo.gain * (self._dob_margin_j * a_plan - planned)
             self._dob_planned = planned
@@ -583,7 +615,9 @@ class LuGreCompensator(Compensator):
                 travel = travel if travel >= 0.0 else -travel
                 if travel < self._dob_ramp_rad:
                     ramp = travel * self._inv_dob_ramp
-            self._dob_step(dob_input, v_ref, s.acc_ref_rad_s2, dt_s, hold, ramp)
+            # a lurch: the axis ahead of the reference and pulling away from it (_dob_step)
+            lurch = (pos - s.pos_ref_rad) * v_ref > 0.0 and (v - v_ref) * v_ref > 0.0
+            self._dob_step(dob_input, v_ref, s.acc_ref_rad_s2, dt_s, hold, ramp, lurch)
         learned = self.dob_nm + self.path_nm  # together within ±dob_limit_nm
         lim = self._dob_limit
         learned = lim if learned > lim else (-lim if learned < -lim else learned)
@@ -704,7 +738,7 @@ class LuGreCompensator(Compensator):
         return f
 
     def _dob_step(self, residual: float, v_ref: float, a_ref: float, dt_s: float,
-                  hold: bool, ramp: float = 1.0) -> float:
+                  hold: bool, ramp: float = 1.0, lurch: bool = False) -> float:
         """The disturbance-observer term: LPF(residual), dead-zoned, bounded; weighted 1 in
         transients and faded to 0 after dob_steady_s of steady sliding (|v_ref| > 0 with a
         velocity change below 1 % over that time). Below vs (the held peak |v_ref| under vs)
@@ -715,9 +749,16 @@ class LuGreCompensator(Compensator):
         (a sine, a ramp) leaves time to follow; measured (``bench compensation``): the Monte
         Carlo reversal median 1.04 → 0.97× oracle, creep unchanged. That overshoot is driven by
         a term pushing along the motion; the term's first excursion against it after a start or
-        reversal (before it first pushes along) is not attenuated: it says the believed curve
-        pushes too hard (a Stribeck peak believed too high) and brakes the lurch ahead
-        (measured, seed 4's mc4 creep 3.27 → 1.05× oracle, 1.03 → 0.33× ``stribeck``); later
+        reversal (before it first pushes along), begun while the axis lurches (``lurch``: ahead
+        of the reference and pulling away from it), is not attenuated: it says the believed
+        curve pushes too hard (a Stribeck peak believed too high) and brakes the lurch ahead
+        (measured, seed 4's mc4 creep 3.27 → 1.05× oracle, 1.03 → 0.33× ``stribeck``). An
+        excursion against the motion with the axis behind, or falling back, is no lurch: taken
+        as one, the first ticks of a start used the rule up before the lurch came (the model's
+        first-tick step, the axis a count ahead). Measured once the momentum balance no longer
+        read the velocity filter's lag as friction (``bench compensation --exact``, seed 4),
+        every first excursion → a lurch's: creep mc4 3.98 → 1.25×, mc10 4.03 → 1.30×, mc9 5.14
+        → 3.55× oracle (the axis ahead, without pulling away: 1.25, 4.03, 5.14×). Later
         excursions against the motion are the loop's own oscillation, where full weight is
         loop gain (every such excursion at full weight: seed 1's mc3 creep 0.83 → 2.86×, a 125
         Hz hunting). ``ramp`` (the pre-sliding ramp, ``observer.dob_presliding_rad``) scales
@@ -787,7 +828,7 @@ class LuGreCompensator(Compensator):
             # the term's first excursion against the motion brakes a lurch: not attenuated
             brake = self._dob_brake
             along = term * v_ref
-            if along < 0.0 and brake == 0:
+            if along < 0.0 and brake == 0 and lurch:
                 brake = 1
             elif along > 0.0 and brake == 1:
                 brake = 2
@@ -1000,4 +1041,6 @@ def make_lugre_compensator(cfg: "ControllerConfig", adaptive: bool) -> LuGreComp
         for s in cfg.schedule.sets)
     return LuGreCompensator(cfg.friction, cfg.J, cfg.Kt, observer=observer, adaptation=adaptation,
                             schedule=schedule, base_pid=cfg.pid, v_eps=cfg.feedforward_v_eps,
-                            friction_se=None if rescaled else cfg.friction_se)
+                            friction_se=None if rescaled else cfg.friction_se,
+                            velocity_cutoff_hz=(cfg.velocity.cutoff_hz
+                                                if cfg.velocity.source == "encoder" else 0.0))

@@ -19,6 +19,7 @@ from controller.friction import DirectionalParams, LuGreParams, lugre_step, stri
 from controller.lugre_compensator import LuGreCompensator, make_lugre_compensator
 from controller.observer import LuGreObserver, MomentumObserver, Watchdog, lugre_driven_step
 from controller.runlog import read_log
+from controller.velocity import VelocityEstimator
 from controller.schema import ConfigError, parse_dataclass
 from hil.plant import Turntable
 
@@ -170,6 +171,43 @@ def test_momentum_observer_measures_the_plant_friction_when_sliding():
     mean = sum(errs) / len(errs)
     rms = math.sqrt(sum(e * e for e in errs) / len(errs))
     assert abs(mean) < 0.002 and rms < 0.02  # N·m, against Fc = 0.2
+
+
+def test_the_momentum_balance_takes_out_the_velocity_filters_lag_on_the_plan():
+    """The loop's velocity is the encoder difference through a first-order low-pass, whose
+    increments trail the acceleration: J·(a − LPF(a)) would read as friction, +J·a through the
+    first ticks of a ramp and −J·a where it ends. An axis that follows its plan exactly under a
+    constant load: the compensator's measured friction r is what a momentum observer on the
+    true velocity reads (the load through its lag), tick by tick; without the correction
+    (velocity_cutoff_hz 0) it is off by a large part of J·a at each end of the ramp."""
+    J, Kt, load = CFG.controller.J, CFG.controller.Kt, 0.2
+
+    def acc(k):  # the planned acceleration over the tick [k, k+1] (a_ref at tick k)
+        return 2.0 if 100 <= k < 110 else (-2.0 if 300 <= k < 310 else 0.0)
+
+    def worst(cutoff_hz):
+        comp = LuGreCompensator(P, J, Kt, observer=ObserverConfig(),
+                                velocity_cutoff_hz=cutoff_hz)
+        truth = MomentumObserver(J, Kt, comp.momentum.bandwidth_hz)
+        velocity = VelocityEstimator("encoder", CFG.controller.velocity.cutoff_hz)
+        s = TickSignals()
+        pos = v = 0.0
+        errors = []
+        for k in range(500):
+            s.t_s = k * DT
+            s.pos_rad = s.pos_ref_rad = pos
+            s.vel_ref_rad_s = v
+            s.vel_rad_s = velocity.step(pos, 0.0, DT)
+            s.acc_ref_rad_s2 = acc(k)
+            s.current_a = (J * acc(k - 1) + load) / Kt  # held over the tick just elapsed
+            comp.step(s, DT)
+            errors.append(comp.momentum_nm - truth.step(s.current_a, v, DT))
+            pos += v * DT + 0.5 * acc(k) * DT * DT
+            v += acc(k) * DT
+        return max(abs(e) for e in errors)
+
+    assert worst(CFG.controller.velocity.cutoff_hz) < 1e-9
+    assert worst(0.0) > 0.2 * J * 2.0
 
 
 # --- LuGre observer on the plant -------------------------------------------------------------
@@ -460,18 +498,19 @@ def test_sliding_damping_is_the_linearised_model_above_the_relaxation_rate():
 
 
 def _dob_weight_after(comp, p, speed, ticks: int, acc: float = 0.0, offset_nm: float = 0.0,
-                      s: TickSignals | None = None) -> float:
+                      s: TickSignals | None = None, lead_rad_s: float = 0.0) -> float:
     """The DOB's weight after ``ticks`` on a reference that holds ``speed`` (or ramps to it at
-    ``acc``), the plant on the reference with the static friction of ``p`` plus ``offset_nm``
-    (continuing the run of ``s`` when given)."""
+    ``acc``), the plant moving with the reference (faster by ``lead_rad_s``) with the static
+    friction of ``p`` plus ``offset_nm`` (continuing the run of ``s`` when given)."""
     s = s or TickSignals()
     t0 = s.t_s
     for i in range(1, ticks + 1):
         s.t_s = t0 + i * DT
         s.acc_ref_rad_s2 = acc
-        s.vel_ref_rad_s = s.vel_rad_s = speed if acc == 0.0 else acc * (i - ticks) * DT + speed
+        s.vel_ref_rad_s = speed if acc == 0.0 else acc * (i - ticks) * DT + speed
+        s.vel_rad_s = s.vel_ref_rad_s + lead_rad_s
         s.pos_ref_rad += s.vel_ref_rad_s * DT
-        s.pos_rad = s.pos_ref_rad
+        s.pos_rad += s.vel_rad_s * DT
         s.current_a = (stribeck(p, s.vel_rad_s) + offset_nm + CFG.controller.J * acc) / CFG.controller.Kt
         comp.step(s, DT)
     return comp.dob_weight
@@ -558,24 +597,38 @@ def test_a_first_start_ends_where_the_reference_reverses_or_leaves_pre_sliding()
 
 def test_below_vs_the_first_dob_excursion_against_the_motion_is_not_attenuated():
     """A jump start below vs: the DOB's weight is attenuated to |v_ref|/vs where its term
-    pushes along the motion (the breakaway overshoot), but not on its first excursion against
-    the motion (the believed curve pushes too hard: the term brakes the lurch); once the term
-    has pushed along, a later excursion against the motion is attenuated again, until the next
-    start or reversal."""
+    pushes along the motion (the breakaway overshoot), and against the motion while the axis
+    is on the reference, but not on its first excursion against the motion begun while the
+    axis lurches, ahead of the reference and pulling away (the believed curve pushes too hard:
+    the term brakes the lurch); once the term has pushed along, a later excursion against the
+    motion is attenuated again, lurch or not, until the next start or reversal."""
     v = 0.3 * P.vs
     d = 0.1 * P.Fc  # the measured friction this far off the believed curve
+    lead = 0.05 * v  # the axis pulling ahead of the reference [rad/s]
     along = _dob_weight_after(_compensator(dob_presliding_rad=0.0), P, v, 60, offset_nm=d)
     assert along == pytest.approx(0.3)
+    ahead = TickSignals()
+    ahead.pos_rad = 10 * lead * DT  # ahead of the reference, falling back: no lurch
+    assert _dob_weight_after(_compensator(dob_presliding_rad=0.0), P, v, 40, offset_nm=-d,
+                             s=ahead, lead_rad_s=-0.1 * lead) == pytest.approx(0.3)
+    assert ahead.pos_rad > ahead.pos_ref_rad
     comp = _compensator(dob_presliding_rad=0.0)
     s = TickSignals()
-    assert _dob_weight_after(comp, P, v, 60, offset_nm=-d, s=s) == 1.0 and comp.dob_nm < 0.0
+    assert _dob_weight_after(comp, P, v, 40, offset_nm=-d, s=s) == pytest.approx(0.3)
+    assert comp.dob_nm < 0.0  # against the motion, on the reference: attenuated
+    assert _dob_weight_after(comp, P, v, 20, offset_nm=-d, s=s, lead_rad_s=lead) == 1.0
+    assert comp.dob_nm < 0.0  # the lurch: braked at full weight
     assert _dob_weight_after(comp, P, v, 40, offset_nm=d, s=s) == pytest.approx(0.3)
     assert comp.dob_nm > 0.0  # it pushed along the motion: the first excursion is over
-    assert _dob_weight_after(comp, P, v, 40, offset_nm=-d, s=s) == pytest.approx(0.3)
+    assert _dob_weight_after(comp, P, v, 40, offset_nm=-d, s=s, lead_rad_s=lead) == (
+        pytest.approx(0.3))
     assert comp.dob_nm < 0.0
     # a reversal (a ramp through 0 to −v) starts a new motion: its first excursion against
-    # the motion (friction below the believed curve, so a positive term) is not attenuated
-    _dob_weight_after(comp, P, -v, int(2 * v / 0.05 / DT), acc=-0.05, offset_nm=d, s=s)
+    # the motion (friction below the believed curve, so a positive term), begun while the axis
+    # pulls ahead in the new direction, is not attenuated
+    s.pos_rad = s.pos_ref_rad
+    _dob_weight_after(comp, P, -v, int(2 * v / 0.05 / DT), acc=-0.05, offset_nm=d, s=s,
+                      lead_rad_s=-lead)
     assert comp._dir == -1 and comp.dob_nm > 0.0 and comp.dob_weight == 1.0
 
 
