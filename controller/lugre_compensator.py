@@ -443,9 +443,10 @@ class LuGreCompensator(Compensator):
         if finite:
             mo = self.momentum
             dob_mo = self._dob_momentum
-            if first:
+            if first:  # the observers restart at rest, and with them the filter-lag term
                 mo.reset(vel)
                 dob_mo.reset(vel)
+                self._vf_acc = self._vf_lag = self._vf_prev = 0.0
             r = mo.step(current, vel, dt_s)
             r_dob = dob_mo.step(current, vel, dt_s)
             # the momentum balance is over the tick just elapsed: its planned acceleration is
@@ -748,10 +749,11 @@ class LuGreCompensator(Compensator):
         friction falling with speed would drive the breakaway overshoot, while a slow sweep
         (a sine, a ramp) leaves time to follow; measured (``bench compensation``): the Monte
         Carlo reversal median 1.04 → 0.97× oracle, creep unchanged. That overshoot is driven by
-        a term pushing along the motion; the term's first excursion against it after a start or
-        reversal (before it first pushes along), begun while the axis lurches (``lurch``: ahead
-        of the reference and pulling away from it), is not attenuated: it says the believed
-        curve pushes too hard (a Stribeck peak believed too high) and brakes the lurch ahead
+        a term pushing along the motion. The term against it is not attenuated from the first
+        tick after a start or reversal on which it opposes the motion while the axis lurches
+        (``lurch``: ahead of the reference and pulling away from it) until it next pushes along
+        (pushes along before that do not end the rule): it says the believed curve pushes too
+        hard (a Stribeck peak believed too high) and brakes the lurch ahead
         (measured, seed 4's mc4 creep 3.27 → 1.05× oracle, 1.03 → 0.33× ``stribeck``). An
         excursion against the motion with the axis behind, or falling back, is no lurch: taken
         as one, the first ticks of a start used the rule up before the lurch came (the model's
