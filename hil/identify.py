@@ -47,7 +47,10 @@ ripple). Points whose windowed velocity shows stick-slip are dropped
 (:func:`hil.identify_fit.detect_stick_slip`). When the fitted vs lies outside [vs/1.5, 1.5·vs] of
 the prior, a second pass adds speeds around the fitted vs. When no steady point lies on the
 falling part (all rejected), Fc and σ2 come from a Coulomb + viscous line and vs stays the
-prior's, with a note.
+prior's, with a note, unless the points bound it lower: the Stribeck excess Fs − Fc (the
+breakaway's) must have fallen to within each point's residual by its speed (:func:`_line_vs`);
+a low point well above the line of the faster ones is on the falling part and left out of the
+line (:func:`_flat_line`).
 
 ``breakaway`` — from rest (zero torque, settled), a torque ramp to 2·Fs of the prior over 4 s,
 alternating directions at the same place. The breakaway torque is the peak of the
@@ -137,6 +140,7 @@ from .identify_fit import (
     ramp_breakaway_model,
     steady_torque,
     stribeck_determined,
+    stribeck_vs_bound,
     windowed_velocity,
 )
 
@@ -570,6 +574,7 @@ class _State:
     points: list[dict[str, Any]] = field(default_factory=list)
     fits: dict[str, StribeckFit] = field(default_factory=dict)
     lines: dict[str, LineFit] = field(default_factory=dict)  # where the Stribeck part is undetermined
+    falling: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # points above that line
     fit_notes: dict[str, str] = field(default_factory=dict)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     bandwidths: dict[float, float] = field(default_factory=dict)
@@ -682,6 +687,7 @@ def _fit_sweep(st: _State) -> None:
         fit, note = _fit_points(st.points, direction, st.settings, st.p.vs,
                                 prior=st.p if st.hold_shape_if_few else None)
         st.lines.pop(direction, None)
+        st.falling.pop(direction, None)
         if fit is None:
             st.fits.pop(direction, None)
             st.fit_notes[direction] = note
@@ -696,11 +702,68 @@ def _fit_sweep(st: _State) -> None:
         if not ok:
             used = [p for p in st.points if p["direction"] == direction and p["used"]]
             floor = 0.0 if direction == "both" else position_ripple(st.points)
-            st.lines[direction] = fit_coulomb_viscous([p["speed_rad_s"] for p in used],
-                                                      [p["friction_nm"] for p in used],
-                                                      noise_floor_nm=floor)
+            st.lines[direction], st.falling[direction] = _flat_line(used, floor)
             st.fit_notes[direction] = (f"{why}: Fc and sigma2 from a Coulomb + viscous line, "
                                        "vs kept from the prior")
+            if st.falling[direction]:
+                st.fit_notes[direction] += (
+                    f" ({len(st.falling[direction])} lowest speed(s) above the line left out: "
+                    "the falling part, too few points to fit it)")
+
+
+FALLING_SIGMAS = 3.0  # a low-speed point this many SEs above the line of the rest is on the falling part
+
+
+def _flat_line(used: list[dict[str, Any]], floor_nm: float) -> tuple[LineFit, list[dict[str, Any]]]:
+    """(line, falling points): the Coulomb + viscous line through the flat part of the curve.
+    From the lowest speed up, a point that stands above the line of the faster ones by more than
+    FALLING_SIGMAS standard errors (the position ripple included per direction) lies on the
+    Stribeck curve's falling part and is left out, while at least three points remain. Fitted
+    through it, one such point pulled the line (measured, a Monte Carlo plant with vs 3.2e-4
+    rad/s whose 1e-4 rad/s point was the only one below vs: Fc +7 %, sigma2 −45 %)."""
+    pts = sorted(used, key=lambda p: p["speed_rad_s"])
+
+    def line_of(ps: list[dict[str, Any]]) -> LineFit:
+        return fit_coulomb_viscous([p["speed_rad_s"] for p in ps], [p["friction_nm"] for p in ps],
+                                   noise_floor_nm=floor_nm)
+
+    k = 0
+    while len(pts) - k - 1 >= 3:
+        rest = line_of(pts[k + 1:])
+        low = pts[k]
+        se = low["se_nm"] if math.isfinite(low["se_nm"]) else 0.0
+        above = low["friction_nm"] - (rest.Fc + rest.sigma2 * low["speed_rad_s"])
+        if above <= FALLING_SIGMAS * math.hypot(se, floor_nm):
+            break
+        k += 1
+    return line_of(pts[k:]), pts[:k]
+
+
+def _line_vs(st: _State, direction: str, fs: float) -> tuple[float, float]:
+    """(vs, the speed that bounds it): where a Coulomb + viscous line stands in for the sweep's
+    curve, the prior's vs unless the points bound it lower. Each used point bounds vs from above
+    (:func:`hil.identify_fit.stribeck_vs_bound`): the Stribeck excess Fs − Fc (``fs``: the
+    breakaway's, or a falling point's friction if higher) must have fallen to within the point's
+    residual from the line plus two standard errors (the position ripple included per direction)
+    by its speed; the tightest bound is taken. A flat point bounds vs below its speed; a point
+    on the falling part (:func:`_flat_line`), just above the speed its excess says. Kept at the
+    prior's, a vs the sweep shows too large leaves the believed curve falling through speeds
+    where the plant is already at Fc (measured, a Monte Carlo plant with vs 1.1e-4 rad/s and
+    the prior's 0.01: the set 13 % above the plant at 0.01 rad/s, creep 1.52× oracle, and the
+    ringing fit on that curve put sigma1 28 % low)."""
+    line = st.lines[direction]
+    floor = 0.0 if direction == "both" else position_ripple(st.points)
+    best, at = st.p.vs, math.nan
+    for p in st.points:
+        if p["direction"] != direction or not p["used"]:
+            continue
+        v = p["speed_rad_s"]
+        resid = abs(p["friction_nm"] - (line.Fc + line.sigma2 * v))
+        se = math.hypot(p["se_nm"], floor) if math.isfinite(p["se_nm"]) else floor
+        bound = stribeck_vs_bound(v, fs - line.Fc, resid + 2.0 * se, st.p.delta)
+        if bound < best:
+            best, at = bound, v
+    return best, at
 
 
 def _run_breakaway(runner: ExperimentRunner, st: _State) -> None:
@@ -857,7 +920,9 @@ def _fit_ringing(st: _State) -> None:
     fit = st.fits.get("both")
     base_vals = st.p.as_dict()
     if "both" in st.lines:
-        base_vals.update(Fc=st.lines["both"].Fc, sigma2=st.lines["both"].sigma2)
+        fs = st.fs_now()
+        base_vals.update(Fc=st.lines["both"].Fc, sigma2=st.lines["both"].sigma2, Fs=fs,
+                         vs=_line_vs(st, "both", fs)[0])
         base_vals["Fs"] = max(base_vals["Fs"], base_vals["Fc"])
     elif fit is not None:
         base_vals.update(Fc=fit.Fc, Fs=max(fit.Fs, fit.Fc), vs=fit.vs, sigma2=fit.sigma2, delta=fit.delta)
@@ -1027,6 +1092,16 @@ def _direction_set(st: _State, direction: str, fs: Optional[float], fs_se: float
         sys_part = abs(fs - fit.Fs) if fit is not None and line is None else 0.0
         unc["Fs"] = math.hypot(stat, sys_part) if (stat or sys_part) else unc["Fs"]
         sources["Fs"] = "breakaway"
+    # a steady point on the falling part (left out of the line) says Fs is at least its friction
+    fs_floor = max((q["friction_nm"] for q in st.falling.get(direction, [])), default=0.0)
+    if line is not None:
+        vs, v0 = _line_vs(st, direction, max(vals["Fs"], fs_floor))
+        if vs < p.vs:
+            vals["vs"] = vs
+            sources["vs"] = "sweep (bound)"
+            st.fit_notes[direction] = st.fit_notes[direction].replace(
+                "vs kept from the prior", f"vs {vs:.3g} rad/s, the most the sweep allows (bound by "
+                f"its point at {v0:.3g} rad/s and Fs above the line)")
     if st.presliding is not None:
         vals["sigma0"] = st.presliding.sigma0
         unc["sigma0"] = st.presliding.se
@@ -1036,21 +1111,29 @@ def _direction_set(st: _State, direction: str, fs: Optional[float], fs_se: float
         unc["sigma1"] = st.ringing.se
         sources["sigma1"] = "ringing"
     swept = fit is not None and line is None  # the sweep determined the curve (vs, Fc)
-    if swept and sources["Fs"] == "breakaway" and read_nm is not None and math.isfinite(read_nm):
+    # or bounded vs from a flat line: vs below the lowest swept speed, the Stribeck drop is
+    # below the ramp's onset speed too (measured, the plant above: the ramp read Fs 9 % low,
+    # solved on the bounded set 4 % low)
+    bounded = line is not None and sources["vs"] == "sweep (bound)"
+    if ((swept or bounded) and sources["Fs"] == "breakaway" and read_nm is not None
+            and math.isfinite(read_nm)):
         # the ramp's reading solved for Fs on the identified model (its other parameters), so
         # that neither the bristle creep nor a Stribeck drop below the creep speed is read as Fs
-        assert fit is not None
         creep_corrected = vals["Fs"]
+        # what the sweep says of Fs: its fit, or (a flat line) nothing beyond the breakaway
+        sweep_fs, sweep_se = (fit.Fs, fit.se["Fs"]) if swept and fit is not None else (
+            creep_corrected, unc["Fs"])
         corrected, elasticity = _ramp_corrected_fs(
             st, LuGreParams(**{**vals, "Fs": max(vals["Fs"], vals["Fc"])}), read_nm)
         solved: dict[str, Any] = {"read": _r(read_nm), "Fs": _r(corrected), "elasticity": _r(elasticity)}
         if elasticity < RAMP_FS_ELASTICITY_MIN:
-            vals["Fs"] = fit.Fs
-            unc["Fs"] = fit.se["Fs"]
-            sources["Fs"] = "sweep (breakaway insensitive)"
+            vals["Fs"] = sweep_fs
+            unc["Fs"] = sweep_se
+            sources["Fs"] = "sweep (breakaway insensitive)" if swept else "breakaway"
             st.warnings.append(
                 f"breakaway ({direction}): the ramp's reading moves only {elasticity:.2f}× as much as Fs "
-                f"(the bristles creep past the Stribeck peak before they are loaded): Fs from the sweep")
+                f"(the bristles creep past the Stribeck peak before they are loaded): Fs from the "
+                + ("sweep" if swept else "creep-corrected breakaway"))
         elif not math.isfinite(corrected):
             st.warnings.append(f"breakaway ({direction}): no Fs >= Fc makes the identified model read "
                                f"{read_nm:.4g} N·m: Fs kept at the creep-corrected breakaway")
@@ -1059,10 +1142,15 @@ def _direction_set(st: _State, direction: str, fs: Optional[float], fs_se: float
             # the reading's SE carried through the model: dFs/Fs = d(read)/read / elasticity
             stat = (fs_se * corrected / creep_corrected / elasticity
                     if math.isfinite(fs_se) and creep_corrected > 0.0 else 0.0)
-            sys_part = abs(corrected - fit.Fs)
+            sys_part = abs(corrected - sweep_fs)
             unc["Fs"] = math.hypot(stat, sys_part) if (stat or sys_part) else unc["Fs"]
         solved["source"] = sources["Fs"]
         st.fs_solved[direction] = solved
+    if vals["Fs"] < fs_floor:
+        st.warnings.append(f"Fs {vals['Fs']:.4g} ({direction}) is below the steady friction "
+                           f"{fs_floor:.4g} N·m the sweep measured on the falling part: Fs set to it")
+        vals["Fs"] = fs_floor
+        sources["Fs"] = "sweep (falling part)"
     if vals["Fs"] < vals["Fc"]:
         st.warnings.append(f"Fs {vals['Fs']:.4g} < Fc {vals['Fc']:.4g}: Fs set to Fc")
         vals["Fs"] = vals["Fc"]

@@ -235,6 +235,18 @@ def fit_stribeck_levels(v, torque, *, vs: float, sigma2: float, delta: float = 2
                        held=("vs", "sigma2", "delta"))
 
 
+def stribeck_vs_bound(v_lowest: float, excess_nm: float, tolerance_nm: float,
+                      delta: float = 2.0) -> float:
+    """The largest vs [rad/s] consistent with a sweep that is flat from ``v_lowest`` up: a
+    Stribeck excess Fs − Fc (``excess_nm``, from the breakaway) that had not fallen to within
+    ``tolerance_nm`` of the line by ``v_lowest`` would have shown there, so
+    (Fs − Fc)·exp(−(v_lowest/vs)^δ) ≤ tolerance, i.e. vs ≤ v_lowest / ln(excess/tolerance)^(1/δ).
+    ``inf`` where the excess is within the tolerance (the points bound nothing)."""
+    if not (v_lowest > 0.0 and tolerance_nm > 0.0) or excess_nm <= tolerance_nm:
+        return math.inf
+    return v_lowest / math.log(excess_nm / tolerance_nm) ** (1.0 / delta)
+
+
 def stribeck_determined(fit: StribeckFit, *, max_rel_se: float = 0.5) -> tuple[bool, str]:
     """Whether the points pinned down the Stribeck part (Fs − Fc and vs), with the reason if not.
 

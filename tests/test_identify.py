@@ -552,3 +552,68 @@ def test_the_refine_sweep_keeps_its_points_below_vs():
     assert low[0] == pytest.approx(1e-4) and sum(v < 2.4e-4 for v in low) == 2
     assert refine_speeds(2e-5, 1e-4, 1.0) == pytest.approx([1e-4])  # all clamped: one speed
     assert refine_speeds(0.4, 1e-4, 0.6) == pytest.approx([0.16, 0.28, 0.4, 0.56])
+
+
+def test_a_flat_sweep_bounds_vs_by_the_breakaway_excess():
+    """stribeck_vs_bound: the largest vs whose Stribeck excess has fallen to the tolerance at the
+    lowest flat speed; a larger vs would have shown; no bound when the excess is within it."""
+    from hil.identify_fit import stribeck_vs_bound
+
+    v0, excess, tol = 5.6e-4, 0.06, 1e-4
+    bound = stribeck_vs_bound(v0, excess, tol)
+    assert excess * math.exp(-((v0 / bound) ** 2)) == pytest.approx(tol, rel=1e-12)
+    assert bound < v0  # the drop lies below the flat part
+    assert stribeck_vs_bound(v0, excess, tol, delta=1.0) == pytest.approx(v0 / math.log(excess / tol))
+    assert stribeck_vs_bound(v0, excess, 2 * tol) > bound  # a noisier point bounds less
+    assert stribeck_vs_bound(v0, tol, tol) == math.inf and stribeck_vs_bound(v0, 0.0, tol) == math.inf
+
+
+# mc9 of `bench compensation` (seed 1, rounded): vs far below the sweep's lowest usable speed
+FLAT_SWEEP = LuGreParams(Fc=0.1733, Fs=0.2565, vs=1.06e-4, sigma0=5.72e4, sigma1=23.3, sigma2=0.04)
+
+
+def test_a_vs_below_the_sweep_is_bounded_not_left_at_the_prior(tmp_path):
+    """Identified from the shipped prior (vs 0.01 rad/s), the sweep sees no falling part (its
+    lowest speed stick-slips, the rest is flat): Fc and sigma2 come from a line, and vs is the
+    most the flat points allow below their lowest speed, not the prior's 100× too large (which
+    put the set 13 % above the plant at 0.01 rad/s and the ringing fit's sigma1 28 % low); the
+    ramp's reading is solved for Fs on that set (it read 9 % low)."""
+    cfg = plant_config(friction=FLAT_SWEEP)
+    result, _ = run_identify(cfg, tmp_path, settings=IdentifySettings(ringing_repeats=2),
+                             experiments=STATIC_AND_SIGMA0 + ("sigma1",))
+    f = result.friction
+    assert result.sources["vs"] == "sweep (bound)" and result.sources["Fc"] == "sweep (line)"
+    raw = json.loads((tmp_path / "identify.json").read_text())
+    used = [p["speed_rad_s"] for p in raw["sweep_points"] if p["direction"] == "both" and p["used"]]
+    data = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    note = data["diagnostics"]["sweep"]["notes"]["both"]
+    assert "the most the sweep allows" in note and "kept from the prior" not in note
+    assert FLAT_SWEEP.vs <= f.vs < 0.05 * cfg.controller.friction.vs
+    assert used and all(f.vs < v for v in used)
+    from controller.friction import g
+    assert g(f, 0.01) == pytest.approx(g(FLAT_SWEEP, 0.01), rel=0.01)  # the creep speed's level
+    assert f.Fs == pytest.approx(FLAT_SWEEP.Fs, rel=0.06)
+    assert data["diagnostics"]["breakaway"]["Fs"] < 0.93 * FLAT_SWEEP.Fs  # the reading alone
+    assert f.sigma1 == pytest.approx(FLAT_SWEEP.sigma1, rel=0.3)
+
+
+def test_a_lone_point_on_the_falling_part_is_left_out_of_the_line():
+    """mc11 of `bench compensation` (seed 1): vs 3.2e-4 rad/s, and of the sweep's points only the
+    lowest (1e-4 rad/s) lies on the falling part, too few to fit it. Through it the line read
+    Fc +7 % and sigma2 −45 %; left out (more than FALLING_SIGMAS SEs above the line of the
+    rest), the line is the plant's Coulomb + viscous part. A flat point is never left out."""
+    from hil.identify import _flat_line
+    from hil.identify_fit import stribeck_magnitude
+
+    true = dict(Fc=0.0968, Fs=0.1513, vs=3.16e-4, sigma2=0.04)
+    speeds = [1e-4, 1.33e-3, 3.16e-3, 7.5e-3, 1.78e-2, 4.22e-2, 0.1, 0.182, 0.33, 0.6]
+    rng = np.random.default_rng(3)
+    pts = [{"speed_rad_s": v, "friction_nm": float(stribeck_magnitude(v, **true)) + rng.normal(0, 4e-5),
+            "se_nm": 4e-5} for v in speeds]
+    line, falling = _flat_line(pts, 0.0)
+    assert [p["speed_rad_s"] for p in falling] == [1e-4]
+    assert line.Fc == pytest.approx(true["Fc"], rel=2e-3)
+    assert line.sigma2 == pytest.approx(true["sigma2"], rel=0.02)
+    flat = [p for p in pts if p["speed_rad_s"] > 1e-3]
+    line2, falling2 = _flat_line(flat, 0.0)
+    assert falling2 == [] and line2.Fc == pytest.approx(line.Fc, rel=1e-12)
