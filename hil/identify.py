@@ -445,6 +445,20 @@ def position_ripple(points: list[dict[str, Any]]) -> float:
     return float(max(vals)) if vals else 0.0
 
 
+def error_floor(points: list[dict[str, Any]], direction: str) -> float:
+    """Per-point error floor of one direction's points [N·m]: the position ripple (a direction's
+    points carry the position-dependent torque of their stretch of angle; it cancels only in the
+    two directions' half-difference, ``both``, whose floor is 0)."""
+    return 0.0 if direction == "both" else position_ripple(points)
+
+
+def _point_se(point: dict[str, Any], floor_nm: float) -> float:
+    """A sweep point's standard error with the error floor in quadrature (a non-finite SE: the
+    floor alone)."""
+    se = point["se_nm"]
+    return math.hypot(se, floor_nm) if math.isfinite(se) else floor_nm
+
+
 def _fit_points(points: list[dict[str, Any]], direction: str, settings: IdentifySettings,
                 vs_guess: float, prior: Optional[LuGreParams] = None) -> tuple[Optional[StribeckFit], str]:
     """The Stribeck fit of one direction's used points; with fewer than 5 (and a ``prior``),
@@ -452,9 +466,7 @@ def _fit_points(points: list[dict[str, Any]], direction: str, settings: Identify
     used = [p for p in points if p["direction"] == direction and p["used"]]
     v = np.array([p["speed_rad_s"] for p in used])
     F = np.array([p["friction_nm"] for p in used])
-    # one direction's points carry the position-dependent torque of their stretch of angle
-    # (it cancels only in the two directions' half-difference): a per-point error floor
-    floor = 0.0 if direction == "both" else position_ripple(points)
+    floor = error_floor(points, direction)
     if len(used) < (6 if settings.fit_delta else 5):
         if prior is None or len(used) < 3:
             return None, f"{len(used)} usable {direction} points: too few to fit"
@@ -701,8 +713,7 @@ def _fit_sweep(st: _State) -> None:
         ok, why = stribeck_determined(fit)
         if not ok:
             used = [p for p in st.points if p["direction"] == direction and p["used"]]
-            floor = 0.0 if direction == "both" else position_ripple(st.points)
-            st.lines[direction], st.falling[direction] = _flat_line(used, floor)
+            st.lines[direction], st.falling[direction] = _flat_line(used, error_floor(st.points, direction))
             st.fit_notes[direction] = (f"{why}: Fc and sigma2 from a Coulomb + viscous line, "
                                        "vs kept from the prior")
             if st.falling[direction]:
@@ -731,9 +742,8 @@ def _flat_line(used: list[dict[str, Any]], floor_nm: float) -> tuple[LineFit, li
     while len(pts) - k - 1 >= 3:
         rest = line_of(pts[k + 1:])
         low = pts[k]
-        se = low["se_nm"] if math.isfinite(low["se_nm"]) else 0.0
         above = low["friction_nm"] - (rest.Fc + rest.sigma2 * low["speed_rad_s"])
-        if above <= FALLING_SIGMAS * math.hypot(se, floor_nm):
+        if above <= FALLING_SIGMAS * _point_se(low, floor_nm):
             break
         k += 1
     return line_of(pts[k:]), pts[:k]
@@ -752,15 +762,14 @@ def _line_vs(st: _State, direction: str, fs: float) -> tuple[float, float]:
     the prior's 0.01: the set 13 % above the plant at 0.01 rad/s, creep 1.52× oracle, and the
     ringing fit on that curve put sigma1 28 % low)."""
     line = st.lines[direction]
-    floor = 0.0 if direction == "both" else position_ripple(st.points)
+    floor = error_floor(st.points, direction)
     best, at = st.p.vs, math.nan
     for p in st.points:
         if p["direction"] != direction or not p["used"]:
             continue
         v = p["speed_rad_s"]
         resid = abs(p["friction_nm"] - (line.Fc + line.sigma2 * v))
-        se = math.hypot(p["se_nm"], floor) if math.isfinite(p["se_nm"]) else floor
-        bound = stribeck_vs_bound(v, fs - line.Fc, resid + 2.0 * se, st.p.delta)
+        bound = stribeck_vs_bound(v, fs - line.Fc, resid + 2.0 * _point_se(p, floor), st.p.delta)
         if bound < best:
             best, at = bound, v
     return best, at
