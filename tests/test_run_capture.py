@@ -27,30 +27,43 @@ def write_config(cfg, path, **drive):
     return cfg
 
 
-def test_can_capture_has_both_directions_and_replays(ref_cfg, tmp_path):
+def _run_can_capture(ref_cfg, root):
+    """One real-clock ``run --capture`` against the ODrive CAN emulator on a fresh virtual bus;
+    returns (rc, config, log, capture)."""
     from hil.emu_odrive_can import ODriveCanEmulator
 
     channel = f"frictionctl-test-{uuid.uuid4().hex[:8]}"
-    cfg = write_config(ref_cfg, tmp_path / "c.yaml", protocol="odrive_can", interface="virtual",
+    root.mkdir()
+    cfg = write_config(ref_cfg, root / "c.yaml", protocol="odrive_can", interface="virtual",
                        channel=channel, node_id=0, watchdog_timeout_s=0.05)
     emu = ODriveCanEmulator(cfg.plant, channel=channel, node_id=0, seed=1, mode=EmuMode.REALTIME,
                             dt_s=cfg.loop.dt_s, cyclic_feedback=cfg.drive.cyclic_feedback,
                             watchdog_timeout_s=0.05)  # the driver checks it at enable
     emu.start()
     try:
-        rc = cli.main(["run", "--config", str(tmp_path / "c.yaml"), "--scenario", "creep",
-                       "--duration", "0.4", "--out", str(tmp_path / "out"),
-                       "--capture", str(tmp_path / "cap" / "link.log")])
+        rc = cli.main(["run", "--config", str(root / "c.yaml"), "--scenario", "creep",
+                       "--duration", "0.4", "--out", str(root / "out"),
+                       "--capture", str(root / "cap" / "link.log")])
     finally:
         emu.stop()
-    assert rc in (0, 1)  # 1: a fault on a loaded machine; the capture must hold either way
-    log = read_log(tmp_path / "out" / "run.fctl")
-    cap = read_capture(tmp_path / "cap" / "link.log", cfg)
-    assert cap.protocol == "odrive_can"
-    # one captured tick per torque command the driver sent (the host's frames), each with the
-    # encoder reply before it (the drive's frames)
-    sent = np.count_nonzero(log["torque_cmd_nm"] != 0)
-    assert sent > 50 and abs(cap.t_s.size - len(log)) <= 5
+    return rc, cfg, read_log(root / "out" / "run.fctl"), read_capture(root / "cap" / "link.log", cfg)
+
+
+def test_can_capture_has_both_directions_and_replays(ref_cfg, tmp_path):
+    # a loaded machine may fault a real-clock run before it sent much (rc 1; seen with a
+    # benchmark on every core: no torque command at all). The capture must agree with the log
+    # either way; the checks on the commands need some, so a run that sent too few is repeated
+    for attempt in range(3):
+        rc, cfg, log, cap = _run_can_capture(ref_cfg, tmp_path / f"attempt{attempt}")
+        assert rc in (0, 1)
+        assert cap.protocol == "odrive_can"
+        # one captured tick per torque command the driver sent (the host's frames), each with
+        # the encoder reply before it (the drive's frames)
+        assert abs(cap.t_s.size - len(log)) <= 5
+        sent = np.count_nonzero(log["torque_cmd_nm"] != 0)
+        if sent > 50:
+            break
+    assert sent > 50, f"three real-clock runs sent at most {sent} torque commands"
     nonzero = cap.torque_cmd_nm[cap.torque_cmd_nm != 0]
     assert np.isin(np.float32(nonzero), np.float32(log["torque_cmd_nm"])).all()
     assert np.ptp(cap.pos_rad) > 0  # positions from the drive's replies
