@@ -103,6 +103,15 @@ def test_monte_carlo_plants_believed_exactly_join_the_exact_set_and_never_worse_
     assert "NOT met" in exact_line and "creep 4.00 (mc1/exact)" in exact_line
     never = next(line for line in lines if line.startswith("goal never worse"))
     assert "NOT met" in never and "mc1/exact/creep vs stribeck" in never
+    # the excess in encoder counts of rms (1 µrad over stribeck's 3), and how many are tiny
+    q = cases[0][2].plant.encoder.rad_per_count
+    assert f"mc1/exact/creep vs stribeck (+{1.0 / q:.2f} count)" in never
+    assert never.endswith("0 of 1 by less than 0.1 count rms")
+    tiny = dict(bad, case="mc0/exact", rms_error_rad=3.0 + 0.05 * q)
+    tiny_line = next(line for line in goal_report(cases + exact, results + [tiny])
+                     if line.startswith("goal never worse"))
+    assert "mc0/exact/creep vs stribeck (+0.05 count)" in tiny_line
+    assert tiny_line.endswith("1 of 2 by less than 0.1 count rms")
     without = goal_report(cases, [r for r in results if not r["case"].endswith("/exact")])
     assert all(" met" in line and "NOT" not in line for line in without
                if line.startswith(("goal exact set", "goal never worse")))
