@@ -94,6 +94,16 @@ class ObserverConfig:
     #   unless the reference sweeps the Stribeck region slowly: in this time or longer
     #   (vs/|a_ref|, its peak held with a 1 s decay) [s]; rule: 10/(2π·f_p) (ten position-loop
     #   time constants: 80 ms at 20 Hz, as long as the loop takes to settle from a jump)
+    dob_hunting_nm: Optional[float] = None  # the term's hunting guard (controller.hunting): a
+    #   half-cycle of its part above the position loop's band (the term less its low-pass at
+    #   f_p) that is shorter than 1/(2·f_p) and peaks above this counts; from four in a row that
+    #   part is faded out with the loop's time constant, the term's mean kept [N·m]; rule:
+    #   0.5·dob_limit_nm (a hunting term swings to its bound; current noise stays far below,
+    #   and a reversal's correction is one swing, not a train); inf: off
+    dob_hunting_recover_s: Optional[float] = None  # once the train of half-cycles breaks, the
+    #   fast part returns to full weight with this time constant [s]; rule: 100/(2π·f_p) (a
+    #   hundred position-loop time constants: a hunt that comes back is caught again within
+    #   four half-cycles, at most 2/f_p, about 13 of them)
     dob_inertia_margin: float = 0.43  # the DOB's residual is measured by a momentum observer on
     #   the believed J raised by this fraction for the acceleration the reference did not plan
     #   (ω̇ − a_ref) [-]: an inertia the DOB underestimates adds (J − J_dob)·ω̇ to its residual,
@@ -141,7 +151,8 @@ class ObserverConfig:
                      "wrong_sign_velocity_rad_s", "dob_bandwidth_hz", "dob_limit_nm",
                      "dob_steady_s", "dob_sweep_s", "off_reference_rad", "rest_spring_s",
                      "learning_limit_nm", "learning_time_constant_s", "learning_evidence_s",
-                     "learning_release_s", "handover_rate_nm_s", "dob_damping_limit"):
+                     "learning_release_s", "handover_rate_nm_s", "dob_damping_limit",
+                     "dob_hunting_nm", "dob_hunting_recover_s"):
             value = getattr(self, name)
             require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
         require(0 <= self.dob_inertia_margin <= 10, "dob_inertia_margin",
@@ -315,6 +326,7 @@ def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
         require(bw < mbw, "bandwidth_hz", f"must be below momentum_bandwidth_hz = {mbw:.4g} "
                 f"(the residual it acts on), got {bw}")
     dead = _pick(cfg.dob_deadzone_nm, 0.02 * p.Fc)
+    limit = _pick(cfg.dob_limit_nm, 0.5 * p.Fs)
     return replace(
         cfg, bandwidth_hz=bw, momentum_bandwidth_hz=mbw,
         clamp_margin_nm=clamp,
@@ -327,9 +339,11 @@ def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
         dob_deadzone_nm=dead,
         handover_rate_nm_s=_pick(cfg.handover_rate_nm_s,
                                  pid.ki * dead / p.sigma0 if pid.ki > 0.0 else math.inf),
-        dob_limit_nm=_pick(cfg.dob_limit_nm, 0.5 * p.Fs),
+        dob_limit_nm=limit,
         dob_steady_s=_pick(cfg.dob_steady_s, 20.0 / (2.0 * math.pi * fp)),
         dob_sweep_s=_pick(cfg.dob_sweep_s, 10.0 / (2.0 * math.pi * fp)),
+        dob_hunting_nm=_pick(cfg.dob_hunting_nm, 0.5 * limit),
+        dob_hunting_recover_s=_pick(cfg.dob_hunting_recover_s, 100.0 / (2.0 * math.pi * fp)),
         dob_presliding_rad=_pick(cfg.dob_presliding_rad,
                                  3.0 * p.Fs / p.sigma0 if bristle_damping(p, J) < 0.1 else 0.0),
         rest_stiffness=_pick(cfg.rest_stiffness, min(1.0, 1.0 / 1.3 + pid.kp / p.sigma0)),

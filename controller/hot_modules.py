@@ -27,6 +27,7 @@ HOT_MODULES: tuple[str, ...] = (
     "controller.fastmath",
     "controller.control_law",
     "controller.friction_step",
+    "controller.hunting",
     "controller.learning",
     "controller.log_ring",
     "controller.loop",

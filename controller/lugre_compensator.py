@@ -60,6 +60,7 @@ from .observer import LuGreObserver, MomentumObserver, Watchdog
 from .schedule import Scheduler
 from .units import ROTARY, AxisUnits
 from .fastmath import expm1
+from .hunting import HuntingGuard
 
 if TYPE_CHECKING:
     from .config import ControllerConfig
@@ -100,6 +101,9 @@ class LuGreCompensator(Compensator):
         self._dob_peak_decay = math.exp(-1e-3)
         self._dob_dead = resolved(observer.dob_deadzone_nm)
         self._dob_limit = resolved(observer.dob_limit_nm)
+        self._hunting = HuntingGuard(resolved(observer.dob_hunting_nm),
+                                     pid.position_bandwidth_hz(J),
+                                     resolved(observer.dob_hunting_recover_s))
         self._dob_steady = resolved(observer.dob_steady_s)
         self._handover_rate = resolved(observer.handover_rate_nm_s)  # [N·m/s]
         # a sweep of the Stribeck region slower than dob_sweep_s: |a_ref|/vs·dob_sweep_s < 1
@@ -811,6 +815,7 @@ class LuGreCompensator(Compensator):
             term = 0.0
         lim = self._dob_limit
         term = lim if term > lim else (-lim if term < -lim else term)
+        term = self._hunting.step(term, dt_s)  # its own oscillation in the loop smoothed away
         steady_s = self._dob_steady
         speed = v_ref if v_ref >= 0.0 else -v_ref
         acc = a_ref if a_ref >= 0.0 else -a_ref

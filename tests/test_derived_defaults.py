@@ -41,6 +41,8 @@ def test_observer_defaults_follow_their_rules(p, J, pid_hz):
     assert o.dob_bandwidth_hz == pytest.approx(20 * pid_hz)
     assert o.dob_steady_s == pytest.approx(20 / (2 * math.pi * pid_hz))
     assert o.dob_sweep_s == pytest.approx(10 / (2 * math.pi * pid_hz))
+    assert o.dob_hunting_nm == pytest.approx(0.25 * p.Fs)  # half the term's bound
+    assert o.dob_hunting_recover_s == pytest.approx(100 / (2 * math.pi * pid_hz))
     assert o.rest_stiffness == pytest.approx(min(1.0, 1 / 1.3 + pid.kp / p.sigma0))
     assert 0.0 < o.rest_stiffness <= 1.0
     assert o.off_reference_rad == pytest.approx(p.Fs / p.sigma0)
@@ -74,6 +76,12 @@ def test_explicit_values_override_the_rules():
     assert o.residual_limit_nm == 0.3 and o.bandwidth_hz == 5.0 and o.dob_sweep_s == 0.5
     assert o.off_reference_rad == 2e-5 and o.rest_spring_s == 0.1 and o.learning_release_s == 0.2
     assert o.learning_deadzone_nm == 0.0  # an explicit 0 is a value, not "derived"
+    # the hunting threshold follows an explicit bound of the term, and is overridden itself
+    o3 = resolve_observer(ObserverConfig(dob_limit_nm=0.4), p, 0.08, pid)
+    assert o3.dob_hunting_nm == pytest.approx(0.2)
+    o4 = resolve_observer(ObserverConfig(dob_hunting_nm=math.inf, dob_hunting_recover_s=2.0),
+                          p, 0.08, pid)
+    assert o4.dob_hunting_nm == math.inf and o4.dob_hunting_recover_s == 2.0
     # the handover rate follows an explicit dead zone; without an integral gain it is inf
     o2 = resolve_observer(ObserverConfig(dob_deadzone_nm=0.1), p, 0.08, pid)
     assert o2.handover_rate_nm_s == pytest.approx(pid.ki * 0.1 / p.sigma0)
