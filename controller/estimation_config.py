@@ -50,6 +50,13 @@ class ObserverConfig:
     #   relative standard error of the bristle time sigma1/sigma0 stated in
     #   controller.friction_se (a params file's uncertainty:); not stated: clamp_margin_nm
     #   (feedforward_clamp_margin)
+    ff_start_fraction: Optional[float] = None  # at a start from rest (until the reference
+    #   next stops or reverses) the feedforward model's damping transient beyond that bound is
+    #   fed forward at this fraction of its excess over scale·Fs + sigma2·|v| (when larger than
+    #   ff_clamp_margin_nm) [-]; rule: 1/(1 + min(0.857, 3u)): the transient's size scales with
+    #   the bristle time sigma1/sigma0, which a set off by up to 30 % per parameter believes at
+    #   most (1 + 0.3)/(1 − 0.3) = 1.857 times too long (u as for ff_clamp_margin_nm, stated);
+    #   0: the hard bound (as at reversals, where passing it cost mismatched sets)
     residual_limit_nm: Optional[float] = None  # watchdog: |measured − estimated friction| above
     #   this is inconsistent [N·m]; rule: 0.5·Fc
     wrong_sign_velocity_rad_s: Optional[float] = None  # watchdog: sliding faster than this, F̂
@@ -159,6 +166,9 @@ class ObserverConfig:
                 f"must be in [0, 10], got {self.dob_inertia_margin}")
         require(self.rest_stiffness is None or 0 < self.rest_stiffness <= 1, "rest_stiffness",
                 f"must be in (0, 1] (or null: derived), got {self.rest_stiffness}")
+        require(self.ff_start_fraction is None or 0 <= self.ff_start_fraction <= 1,
+                "ff_start_fraction",
+                f"must be in [0, 1] (or null: derived), got {self.ff_start_fraction}")
         for name in ("dob_deadzone_nm", "learning_deadzone_nm", "dob_presliding_rad"):
             value = getattr(self, name)
             require(value is None or value >= 0, name,
@@ -303,6 +313,21 @@ def feedforward_clamp_margin(clamp_margin_nm: float, u: float) -> float:
     return clamp_margin_nm * max(1.0, BELIEF_ERROR / (ERRORS_COVERED * max(u, BRISTLE_TIME_FLOOR)))
 
 
+def start_transient_fraction(u: float) -> float:
+    """The part of the feedforward model's damping transient beyond its bound fed forward at a
+    start from rest (``observer.ff_start_fraction``) [-]: 1/(1 + e), e the largest relative
+    error by which the believed bristle time sigma1/sigma0 can be too long (the transient's
+    impulse is sigma1·Δz, Δz = g/sigma0), so the fed part never exceeds the true transient:
+    (1 + BELIEF_ERROR)/(1 − BELIEF_ERROR) − 1 = 0.857 for a set of unstated uncertainty, each of
+    sigma1 and sigma0 off by up to BELIEF_ERROR; ERRORS_COVERED·u where the stated relative
+    standard error u (at least BRISTLE_TIME_FLOOR) bounds it closer. The hard bound cut the
+    true start transient of heavily damped bristles (ζ_b 1.8: seed 2's mc1/exact creep 1.56×
+    oracle, ``bench compensation --exact``); passed whole, a bristle time believed long
+    overdrove the start."""
+    worst = (1.0 + BELIEF_ERROR) / (1.0 - BELIEF_ERROR) - 1.0
+    return 1.0 / (1.0 + min(worst, ERRORS_COVERED * max(u, BRISTLE_TIME_FLOOR)))
+
+
 def bristle_damping(p: LuGreParams, J: float) -> float:
     """Damping ratio of the bristle mode, ζ_b = sigma1/(2·sqrt(sigma0·J)) [-]."""
     return p.sigma1 / (2.0 * math.sqrt(p.sigma0 * J))
@@ -325,13 +350,14 @@ def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
     elif cfg.correction == "residual":
         require(bw < mbw, "bandwidth_hz", f"must be below momentum_bandwidth_hz = {mbw:.4g} "
                 f"(the residual it acts on), got {bw}")
+    u = damping_time_uncertainty(friction, friction_se)  # of the bristle time (inf: unstated)
     dead = _pick(cfg.dob_deadzone_nm, 0.02 * p.Fc)
     limit = _pick(cfg.dob_limit_nm, 0.5 * p.Fs)
     return replace(
         cfg, bandwidth_hz=bw, momentum_bandwidth_hz=mbw,
         clamp_margin_nm=clamp,
-        ff_clamp_margin_nm=_pick(cfg.ff_clamp_margin_nm, feedforward_clamp_margin(
-            clamp, damping_time_uncertainty(friction, friction_se))),
+        ff_clamp_margin_nm=_pick(cfg.ff_clamp_margin_nm, feedforward_clamp_margin(clamp, u)),
+        ff_start_fraction=_pick(cfg.ff_start_fraction, start_transient_fraction(u)),
         residual_limit_nm=_pick(cfg.residual_limit_nm, 0.5 * p.Fc),
         wrong_sign_velocity_rad_s=_pick(cfg.wrong_sign_velocity_rad_s, 3.0 * p.vs),
         dob_bandwidth_hz=_pick(cfg.dob_bandwidth_hz, 20.0 * fp),

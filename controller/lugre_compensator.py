@@ -132,6 +132,7 @@ class LuGreCompensator(Compensator):
         self.estimator = LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=margin)
         self._L = L  # the residual correction's gain; faded with the steady weight (step)
         ff_margin = resolved(observer.ff_clamp_margin_nm)
+        self._start_fraction = resolved(observer.ff_start_fraction)  # [-]
         self.ff_model = (LuGreObserver(friction, L, tracking_gain_per_s=k, margin_nm=ff_margin)
                          if observer.feedforward == "reference" else None)
         residual_limit = resolved(observer.residual_limit_nm)
@@ -275,6 +276,7 @@ class LuGreCompensator(Compensator):
             self.drift.high_gate.lo = self._gate_max
         self.path_nm = 0.0  # path-table term in the feedforward [N·m]
         self._dir = 0  # direction of the reference since it last started or reversed
+        self._from_rest = False  # the reference started from rest and has not reversed since
         self._dir_start_ref = 0.0  # reference position where it did [rad]
         self._dir_start_pos = 0.0  # measured position there [rad]
         self._dir_time_s = 0.0  # time since then [s]
@@ -505,6 +507,12 @@ class LuGreCompensator(Compensator):
             self._f_lag_mean = mlag
             self._dob_residual = r_dob - mlag
             if ff_model is not None:
+                # from a start from rest until the reference stops or reverses, part of the
+                # model's damping transient passes its bound (observer.ff_start_fraction)
+                direction = (v_ref > 0.0) - (v_ref < 0.0)
+                if direction != 0 and direction != self._dir:
+                    self._from_rest = self._dir == 0
+                ff_model.transient_fraction = self._start_fraction if self._from_rest else 0.0
                 model = ff_model.step(v_ref, dt_s, r_corr, e)
             else:
                 model = f_hat

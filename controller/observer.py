@@ -130,15 +130,18 @@ class LuGreObserver:
     ẑ): the update is the exact exponential one of the model with those added, a convex
     combination for every L >= 0 and dt, whatever the stiffness. Then ẑ is projected onto
     [−scale·Fs/sigma0, scale·Fs/sigma0] and |F̂| clamped to scale·Fs + sigma2·|v| + margin_nm
-    (``clamped`` says the clamp acted). A negative L (a wrong-sign gain: fault injection only,
-    the config refuses it) makes the update grow; the projection keeps it bounded.
+    (``clamped`` says the clamp acted); where ``transient_fraction`` (set between ticks) is
+    above 0, the margin is the larger of margin_nm and that fraction of F̂'s excess over
+    scale·Fs + sigma2·|v| (the damping term's transient at a start, trusted in part). A
+    negative L (a wrong-sign gain: fault injection only, the config refuses it) makes the
+    update grow; the projection keeps it bounded.
 
     ``scale`` multiplies Fc and Fs together (the Fc adapter); ``set_params`` swaps the parameter
     set between ticks (scheduling), ẑ carried over and clamped to the new bound.
     """
 
     __slots__ = ("params", "L", "tracking_gain_per_s", "margin_nm", "scale", "z_hat", "f_hat",
-                 "active", "clamped", "_fwd", "_rev")
+                 "active", "clamped", "transient_fraction", "_fwd", "_rev")
 
     def __init__(self, params: FrictionParams, L: float = 0.0, *, tracking_gain_per_s: float = 0.0,
                  margin_nm: float = math.inf) -> None:
@@ -149,6 +152,7 @@ class LuGreObserver:
         self.z_hat = 0.0
         self.f_hat = 0.0
         self.clamped = False
+        self.transient_fraction = 0.0  # of the excess over the bound passed [-]
         self.set_params(params)
 
     @staticmethod
@@ -192,9 +196,13 @@ class LuGreObserver:
             z = z_max if z > 0.0 else (-z_max if z < 0.0 else 0.0)
         self.z_hat = z
         f = sigma0 * z + p.sigma1 * (v - a * z) + viscous
-        f_max = level + abs(viscous) + self.margin_nm
+        base = level + abs(viscous)
+        f_max = base + self.margin_nm
         self.clamped = clamped = not -f_max <= f <= f_max
         if clamped:
+            passed = self.transient_fraction * (abs(f) - base)  # NaN: not > margin_nm
+            if passed > self.margin_nm:
+                f_max = base + passed
             f = f_max if f > 0.0 else (-f_max if f < 0.0 else 0.0)
         self.f_hat = f
         return f

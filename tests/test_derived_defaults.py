@@ -46,6 +46,8 @@ def test_observer_defaults_follow_their_rules(p, J, pid_hz):
     assert o.rest_stiffness == pytest.approx(min(1.0, 1 / 1.3 + pid.kp / p.sigma0))
     assert 0.0 < o.rest_stiffness <= 1.0
     assert o.off_reference_rad == pytest.approx(p.Fs / p.sigma0)
+    # a bristle time believed at most (1 + 0.3)/(1 − 0.3) times too long: 1/1.857 of its transient
+    assert o.ff_start_fraction == pytest.approx((1 - BELIEF_ERROR) / (1 + BELIEF_ERROR))
     zeta = p.sigma1 / (2 * math.sqrt(p.sigma0 * J))  # the bristle mode's damping ratio
     assert o.dob_presliding_rad == (pytest.approx(3 * p.Fs / p.sigma0) if zeta < 0.1 else 0.0)
     assert o.rest_spring_s == pytest.approx(pid.kp / pid.ki)
@@ -144,6 +146,12 @@ def test_the_feedforward_bound_widens_as_far_as_the_stated_uncertainty_of_the_br
             == pytest.approx(clamp)
     assert resolve_observer(ObserverConfig(ff_clamp_margin_nm=0.7), p, 0.08, pid,
                             se).ff_clamp_margin_nm == 0.7
+    # the start transient's fraction: 1/(1 + 3u) where 3u is below the unstated 0.857
+    assert o.ff_start_fraction == pytest.approx(1 / (1 + 3 * 0.05))
+    assert resolve_observer(ObserverConfig(), p, 0.08, pid, loose).ff_start_fraction \
+        == pytest.approx(0.7 / 1.3)  # 3u = 1.5: the unstated worst case
+    assert resolve_observer(ObserverConfig(ff_start_fraction=0.0), p, 0.08, pid,
+                            se).ff_start_fraction == 0.0
     # the compensator's feedforward model carries it; its estimator keeps the clamp
     comp = LuGreCompensator(p, 0.08, 0.1, base_pid=pid, friction_se=se)
     assert comp.ff_model is not None and comp.ff_model.margin_nm == pytest.approx(clamp * 2.0)

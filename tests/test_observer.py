@@ -1070,7 +1070,9 @@ def test_a_set_of_stated_uncertainty_keeps_its_damping_transient_at_a_start(tmp_
     friction overshoots Fs by 0.1–0.15 N·m through sigma1·ż while a creep starts. The
     feedforward model clamped at Fs + 0.25·Fc cuts that and the axis lags; with the set's
     uncertainty stated (sigma1 and sigma0 within 1 %, as identify measures them there) the bound
-    widens and the model delivers the transient: the breakaway error shrinks."""
+    widens and the model delivers the transient: the breakaway error shrinks. Unstated, the rule
+    passes 0.54 of the model's excess over the bound at a start from rest
+    (``observer.ff_start_fraction``): between the two."""
     from controller.friction import FrictionUncertainty
     from hil.bench_compensation import Task, run_one, with_plant_friction
 
@@ -1078,19 +1080,27 @@ def test_a_set_of_stated_uncertainty_keeps_its_damping_transient_at_a_start(tmp_
     cfg = with_plant_friction(reference_config(), soft)
     se = FrictionUncertainty(sigma1=0.6, sigma0=67.0)
     stated = dataclasses.replace(cfg, controller=dataclasses.replace(cfg.controller, friction_se=se))
+    hard = dataclasses.replace(cfg, controller=dataclasses.replace(
+        cfg.controller, observer=dataclasses.replace(cfg.controller.observer,
+                                                     ff_start_fraction=0.0)))
     runs = {name: run_one(Task(name, c, "creep", "lugre_adaptive", 1.2, 1, str(tmp_path / name),
                                keep_log=True))
-            for name, c in (("clamped", cfg), ("stated", stated))}
-    peak = {}
+            for name, c in (("clamped", hard), ("stated", stated), ("unstated", cfg))}
+    peak, over = {}, {}
     for name, r in runs.items():
         log = read_log(r["log"])
         peak[name] = float(np.max(np.abs(log["pos_ref_rad"] - log["pos_rad"])))
         ff_friction = log["torque_ff_nm"] - log["learned_nm"] - cfg.controller.J * log["acc_ref_rad_s2"]
         bound = soft.Fs + soft.sigma2 * np.abs(log["vel_ref_rad_s"]) + 0.25 * soft.Fc
         beyond = np.max(ff_friction - bound)
-        if name == "clamped":  # the model stays within scale·Fs + sigma2·|v| + 0.25·Fc (the
-            assert beyond <= 0.01  # Fc adapter's scale moves it by a few mN·m)
-        else:
-            assert beyond > 0.05  # the transient the plant has, delivered
+        over[name] = beyond
+    # the hard bound: the model stays within scale·Fs + sigma2·|v| + 0.25·Fc (the Fc adapter's
+    # scale moves it by a few mN·m); stated: the transient the plant has, delivered; unstated:
+    # part of it (measured: 0, 0.079 and 0.021 N·m beyond the bound; peak error 6.2, 1.2 and
+    # 5.1 µrad)
+    assert over["clamped"] <= 0.01 < over["unstated"] < 0.5 * over["stated"]
+    assert over["stated"] > 0.05
+    assert peak["stated"] < peak["unstated"] < peak["clamped"]
+    assert runs["unstated"]["breakaway_rms_rad"] < runs["clamped"]["breakaway_rms_rad"]
     assert peak["stated"] < 0.6 * peak["clamped"], peak
     assert runs["stated"]["breakaway_rms_rad"] < 0.6 * runs["clamped"]["breakaway_rms_rad"]
