@@ -408,6 +408,7 @@ class LuGreCompensator(Compensator):
         current = s.current_a
         pos = s.pos_rad
         v_ref = s.vel_ref_rad_s
+        direction = (v_ref > 0.0) - (v_ref < 0.0)  # of the reference this tick
         check = vel + current + pos + v_ref + s.pos_ref_rad
         finite = check - check == 0.0  # False for NaN and ±inf
         first = self._pos_prev != self._pos_prev
@@ -509,7 +510,6 @@ class LuGreCompensator(Compensator):
             if ff_model is not None:
                 # from a start from rest until the reference stops or reverses, part of the
                 # model's damping transient passes its bound (observer.ff_start_fraction)
-                direction = (v_ref > 0.0) - (v_ref < 0.0)
                 if direction != 0 and direction != self._dir:
                     self._from_rest = self._dir == 0
                 ff_model.transient_fraction = self._start_fraction if self._from_rest else 0.0
@@ -606,7 +606,6 @@ class LuGreCompensator(Compensator):
             self.fc_hat_nm = est.active.Fc
         dob_input = self._dob_residual if finite else residual
         if not hold:  # where the reference last started or reversed (path table, DOB ramp)
-            direction = (v_ref > 0.0) - (v_ref < 0.0)
             if direction != self._dir:
                 if self._dir != 0:  # a pass ended: the path table holds its lesson
                     self._passed |= 1 if self._dir > 0 else 2
