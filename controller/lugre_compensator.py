@@ -235,6 +235,8 @@ class LuGreCompensator(Compensator):
         self.watchdog.reset()
         self._static_watchdog.reset()
         self._static_lag = 0.0
+        self._fb_lag = 0.0  # the fed static curve's tick mean through the momentum lag [N·m]
+        self._fb_prev = 0.0  # the static curve fed on the previous tick [N·m]
         self.fallback_mode = ""
         if self.adapter is not None:
             self.adapter.reset()
@@ -382,7 +384,10 @@ class LuGreCompensator(Compensator):
         """The fallback feedforward: the static Stribeck curve of the reference — unless that
         curve disagrees with the measured friction r too (the parameters themselves are wrong,
         judged while sliding by a second watchdog on r − lag(curve of the measured v)): then
-        none. Graded: lugre → stribeck → off; ``fallback_mode`` says which."""
+        none. Graded: lugre → stribeck → off; ``fallback_mode`` says which.
+
+        On the static curve ``step`` keeps the DOB's term (:meth:`_fallback_residual`); with
+        ``off`` nothing is fed forward: the set is wrong beyond what it may correct."""
         if self._static is None:
             self.fallback_mode = "off"
             return 0.0
@@ -402,6 +407,33 @@ class LuGreCompensator(Compensator):
             return 0.0
         self.fallback_mode = "stribeck"
         return self._static.step(s, dt_s)
+
+    def _fallback_residual(self, s: TickSignals, residual: float, lam: float, dt_s: float
+                           ) -> float:
+        """In the fallback the DOB learns against what is fed forward, the static curve of the
+        reference, not against the estimator whose disagreement tripped the watchdog: its
+        input crossfades (with the feedforward's weight ``lam``) to the measured friction less
+        the lag of the curve's tick mean, as the estimator's residual is formed. The path
+        table is held meanwhile (its lessons are against the estimator); the DOB's term is
+        bounded, dead-zoned and frozen in faults as ever.
+
+        What it learns there is what the believed set gets wrong, and the static curve of the
+        same set has the same error: a believed level 30 % low leaves a residual at the
+        watchdog's 0.5·Fc, and a fallback that dropped the learned terms fed the uncorrected
+        curve until the Fc adapter had caught up (measured, ``bench compensation --exact``
+        seed 7's mc16 creep 4.71 → 1.59× oracle; ``stribeck`` 7.08×). Learning against the
+        estimator instead would carry its fault into the fallback (a diverging ẑ: the
+        learned term chased it, tests/test_observer.py)."""
+        curve = self._static.step(s, dt_s) if self._static is not None else 0.0
+        r_dob = self._dob_residual + self._f_lag_mean  # the DOB's measured friction
+        if lam == 0.0:  # the first tick of this fallback: the lag starts at the measurement
+            self._fb_lag = r_dob
+            self._fb_prev = curve
+        lag = self._fb_lag
+        lag += self.momentum.gain * (0.5 * (self._fb_prev + curve) - lag)
+        self._fb_lag = lag
+        self._fb_prev = curve
+        return residual + lam * (r_dob - lag - residual)
 
     def step(self, s: TickSignals, dt_s: float) -> float:
         vel = s.vel_rad_s
@@ -605,6 +637,10 @@ class LuGreCompensator(Compensator):
         else:
             self.fc_hat_nm = est.active.Fc
         dob_input = self._dob_residual if finite else residual
+        lam = self.fallback_weight  # the crossfade into the fallback so far
+        contained = fallback or lam > 0.0
+        if contained and finite:  # the learned terms against what the fallback feeds
+            dob_input = self._fallback_residual(s, dob_input, lam, dt_s)
         if not hold:  # where the reference last started or reversed (path table, DOB ramp)
             if direction != self._dir:
                 if self._dir != 0:  # a pass ended: the path table holds its lesson
@@ -614,9 +650,9 @@ class LuGreCompensator(Compensator):
                 self._dir_start_pos = pos
                 self._dir_time_s = 0.0  # a start or reversal: the loop's breakaway follows
                 self._dob_brake = 0
-        if self.path_table is not None:
-            dob_input = self._learn(s, r, dob_input, hold, dt_s)
-        first_start = start_residual == start_residual
+        if self.path_table is not None:  # held in the fallback (_fallback_residual)
+            dob_input = self._learn(s, r, dob_input, hold or contained, dt_s)
+        first_start = start_residual == start_residual and not contained
         if first_start:  # against the reference-driven model (_dob_step)
             dob_input = start_residual
         self.dob_first_start = first_start
@@ -636,9 +672,10 @@ class LuGreCompensator(Compensator):
         self.learned_nm = learned
         model += learned
         # crossfade observer <-> fallback
-        lam = self.fallback_weight
-        if fallback or lam > 0.0:
+        if contained:
             fallback_ff = self._fallback_ff(s, v, r, fallback, dt_s)
+            if self.fallback_mode == "stribeck":  # the DOB goes on (_fallback_residual)
+                fallback_ff += self.dob_nm
             if fallback:
                 lam += dt_s * self._fade_rate
             else:  # leaving: the change handed over to the integrator at the bounded rate
