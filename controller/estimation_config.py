@@ -38,9 +38,10 @@ class ObserverConfig:
     momentum_bandwidth_hz: Optional[float] = None  # momentum observer bandwidth K/2π [Hz];
     #   rule: 5·f_p (faster than the mechanics, below the sensor noise band)
     tracking_gain_per_s: float = 20.0  # k in ẑ' = v − sigma0·|v|/g·ẑ − k·(θ − θ_ref) [1/s]
-    velocity_source: Literal["encoder", "estimate"] = "encoder"  # velocity driving the estimation
-    #   observer: the raw encoder difference (integrates exactly to the measured position, no
-    #   filter lag) or the loop's filtered velocity estimate
+    velocity_source: Literal["encoder", "estimate"] = "estimate"  # velocity driving the
+    #   estimation observer: the loop's filtered velocity, its lag behind the plan added back
+    #   (LuGreCompensator._filter_shortfall), or the raw encoder difference (integrates exactly
+    #   to the measured position, no filter lag, but sigma1 × its count noise in F̂)
     feedforward: Literal["reference", "estimate"] = "reference"  # feedforward from a second
     #   corrected model driven by the reference velocity (no measurement delay), or F̂ itself
     clamp_margin_nm: Optional[float] = None  # |F̂| <= scale·Fs + sigma2·|v| + this [N·m];

@@ -554,7 +554,8 @@ def test_at_a_first_start_the_dob_takes_the_residual_against_the_reference_drive
     compensator built without ``velocity_cutoff_hz``), where this rule was found. With the lag
     taken out, as the loop runs it, the estimator's residual no longer pushes at the later
     start (0.004 N·m, a lead of 0.4 µrad, against the first start's 0.019 N·m and 1.3 µrad),
-    and every lead stays within the bristle deflection."""
+    and every lead stays within the bristle deflection. The estimator here runs on the encoder
+    difference (``velocity_source: encoder``), where the half tick is."""
     from hil.bench_compensation import STIFF, with_plant_friction
 
     case = with_plant_friction(CFG, STIFF)
@@ -566,7 +567,7 @@ def test_at_a_first_start_the_dob_takes_the_residual_against_the_reference_drive
         return tuple(sum(m[i] for m in moves) for i in range(3))
 
     def run(learning, make=_compensator):
-        comp = make(ctrl, learning=learning)
+        comp = make(ctrl, learning=learning, velocity_source="encoder")
         push = {t0: 0.0 for t0, _ in starts}
         lead = {t0: 0.0 for t0, _ in starts}
         first = {t0: False for t0, _ in starts}
@@ -698,7 +699,8 @@ def test_the_damping_limit_stops_the_hunting_of_a_steep_believed_curve(tmp_path)
     oracle, 1.74 → 0.55× stribeck. Both arms without the DOB's hunting guard
     (``dob_hunting_nm: .inf``), which catches the same hunting on its own: the guard alone
     (limit off) is a second line (1.5 s: 1.97 µrad with neither, 0.48 with the limit, 0.63 with
-    the guard alone)."""
+    the guard alone). Measured with the estimator on the encoder difference
+    (``velocity_source: encoder``, pinned here), where the hunting was found."""
     from hil.bench_compensation import build_cases
     from hil.scenarios import sim_run
 
@@ -707,7 +709,7 @@ def test_the_damping_limit_stops_the_hunting_of_a_steep_believed_curve(tmp_path)
     for name, limit, hunting in (("rule", None, math.inf), ("none", math.inf, math.inf),
                                  ("guard", math.inf, None)):
         observer = dataclasses.replace(case.controller.observer, dob_damping_limit=limit,
-                                       dob_hunting_nm=hunting)
+                                       dob_hunting_nm=hunting, velocity_source="encoder")
         cfg = dataclasses.replace(case, controller=dataclasses.replace(case.controller,
                                                                        observer=observer))
         summary = sim_run(cfg, "creep", tmp_path / name, compensation="lugre_adaptive",
@@ -721,8 +723,9 @@ def test_off_the_reference_the_feedforward_crossfades_to_the_estimate():
     """Rule of observer.off_reference_rad: with the reference moving, a tracking error below
     Fs/sigma0 keeps the reference-driven model; from there to twice it the feedforward
     crossfades linearly to the estimator's F̂; at rest nothing is blended. (DOB and learning off,
-    so the feedforward is the model alone.)"""
-    comp = _compensator(dob=False, learning=False)
+    so the feedforward is the model alone; the estimator on the encoder difference, so that the
+    axis set back on one tick moves F̂ away from the model.)"""
+    comp = _compensator(dob=False, learning=False, velocity_source="encoder")
     e0 = comp.cfg.off_reference_rad
     assert e0 == pytest.approx(P.Fs / P.sigma0)
     s = TickSignals()
@@ -853,7 +856,9 @@ def test_an_inertia_believed_low_does_not_make_the_dob_hunt(tmp_path):
     With the default margin the reversal's rms error drops by more than a quarter (1.05×;
     before the inertia feedforward took the tick-mean acceleration: 1.79× → 1.11×). Both arms
     without the DOB's hunting guard (``dob_hunting_nm: .inf``), which catches that hunting
-    too: with no margin it takes the reversal 0.99 → 0.73 µrad (0.66 with the margin)."""
+    too: with no margin it takes the reversal 0.99 → 0.73 µrad (0.66 with the margin).
+    Measured with the estimator on the encoder difference (``velocity_source: encoder``,
+    pinned here)."""
     from hil.bench_compensation import build_cases
     from hil.scenarios import sim_run
 
@@ -864,7 +869,7 @@ def test_an_inertia_believed_low_does_not_make_the_dob_hunt(tmp_path):
     rms = {}
     for m, hunting in ((0.0, math.inf), (default, math.inf), (0.0, None)):
         observer = dataclasses.replace(case.controller.observer, dob_inertia_margin=m,
-                                       dob_hunting_nm=hunting)
+                                       dob_hunting_nm=hunting, velocity_source="encoder")
         cfg = dataclasses.replace(case, controller=dataclasses.replace(case.controller,
                                                                        observer=observer))
         rms[m, hunting] = sim_run(cfg, "reversal", tmp_path / f"{m}-{hunting}",
