@@ -409,6 +409,13 @@ class LuGreCompensator(Compensator):
         self.fallback_mode = "stribeck"
         return self._static.step(s, dt_s)
 
+    def _vf_gain(self, dt_s: float) -> float:
+        """α of the loop's velocity filter (controller.velocity.cutoff_hz) for a tick of dt_s."""
+        if dt_s != self._vf_dt:
+            self._vf_dt = dt_s
+            self._vf_alpha = -expm1(-2.0 * math.pi * self._vf_cutoff * dt_s)
+        return self._vf_alpha
+
     def _filter_shortfall(self, first: bool, dt_s: float) -> float:
         """``observer.velocity_source: estimate``: how far the loop's filtered velocity (the
         encoder difference through the first-order low-pass of ``controller.velocity``) trails
@@ -429,10 +436,7 @@ class LuGreCompensator(Compensator):
         if first:
             self._vf_short = 0.0
             return 0.0
-        if dt_s != self._vf_dt:
-            self._vf_dt = dt_s
-            self._vf_alpha = -expm1(-2.0 * math.pi * self._vf_cutoff * dt_s)
-        short = (1.0 - self._vf_alpha) * (self._vf_short
+        short = (1.0 - self._vf_gain(dt_s)) * (self._vf_short
                                           + 0.5 * (self._a_ref_prev + self._vf_prev) * dt_s)
         self._vf_short = short
         return short
@@ -533,13 +537,10 @@ class LuGreCompensator(Compensator):
                 # an axis on its plan: the encoder difference spans a tick, so the filter's
                 # input steps by the plan's ½(a_plan + a_prev); the shortfall a_plan − LPF
                 # through the momentum observers' lag (both run at one bandwidth)
-                if dt_s != self._vf_dt:
-                    self._vf_dt = dt_s
-                    self._vf_alpha = -expm1(-2.0 * math.pi * self._vf_cutoff * dt_s)
                 a_mean = 0.5 * (a_plan + self._vf_prev)
                 self._vf_prev = a_plan
                 af = self._vf_acc
-                af += self._vf_alpha * (a_mean - af)
+                af += self._vf_gain(dt_s) * (a_mean - af)
                 self._vf_acc = af
                 short = self._vf_lag
                 short += mo.gain * (a_plan - af - short)
