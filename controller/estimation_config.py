@@ -145,6 +145,14 @@ class ObserverConfig:
     #   stage, whose current noise is 6 % of Fc: "What the measurements say")
     learning_time_constant_s: Optional[float] = None  # forgetting of the path table, in-bin
     #   time [s]; rule: 2/(2π·f_p) (two position-loop time constants: 16 ms at 20 Hz)
+    learning_smoothing: Optional[float] = None  # the braking tables' low-pass along the path,
+    #   applied when a pass ends (iterative learning's robustness filter): each bin becomes
+    #   (1 − s)·itself + s/2·(each neighbour) [-]; rule: 0.5 (the binomial [¼, ½, ¼]: a bin-to-
+    #   bin alternation is removed, a constant kept; the bins are log-spaced in units of
+    #   Fs/sigma0, so one weight fits every set). The braking lesson for a stop is learned
+    #   against the reference-driven model, so it holds the loop's own reaction to the term fed
+    #   at the last pass; unfiltered, that builds up pass by pass on heavily damped bristles
+    #   ("What the measurements say")
     learning_evidence_s: Optional[float] = None  # in-bin time for a speed bin's full weight
     #   [s]; rule: 10/(2π·f_m) (ten momentum-observer time constants: 16 ms at 100 Hz)
     learning_release_s: Optional[float] = None  # at rest the path-table term fed at the stop is
@@ -174,6 +182,9 @@ class ObserverConfig:
             value = getattr(self, name)
             require(value is None or value >= 0, name,
                     f"must be >= 0 (or null: derived), got {value}")
+        require(self.learning_smoothing is None or 0 <= self.learning_smoothing <= 1,
+                "learning_smoothing",
+                f"must be in [0, 1] (or null: derived), got {self.learning_smoothing}")
         bw, mbw = self.bandwidth_hz, self.momentum_bandwidth_hz
         require(bw is None or bw >= 0, "bandwidth_hz", f"must be >= 0, got {bw}")
         if self.correction == "residual" and bw is not None:
@@ -379,6 +390,7 @@ def resolve_observer(cfg: ObserverConfig, friction: FrictionParams, J: float,
         learning_limit_nm=_pick(cfg.learning_limit_nm, 0.5 * p.Fs),
         learning_deadzone_nm=_pick(cfg.learning_deadzone_nm, 0.01 * p.Fc),
         learning_time_constant_s=_pick(cfg.learning_time_constant_s, 2.0 / (2.0 * math.pi * fp)),
+        learning_smoothing=_pick(cfg.learning_smoothing, 0.5),
         learning_evidence_s=_pick(cfg.learning_evidence_s, 10.0 / (2.0 * math.pi * mbw)),
         learning_release_s=_pick(cfg.learning_release_s,
                                  max(integral_time, 1.0 / (2.0 * math.pi * bw)) if bw > 0.0

@@ -30,7 +30,13 @@ residual taken one momentum-observer lag back along the path; a running mean in 
 passes weigh half as much after each pass, so the table follows what the model gets wrong now);
 the copy replaces the table when the pass ends (the reference stops or reverses), so what a
 pass learned is fed forward from the next pass on, before the residual appears, and never
-within the pass (no fast loop through the residual). The term is dead-zoned (what a
+within the pass (no fast loop through the residual). A braking table is then low-passed along
+the path (``smoothing`` s: each bin (1 − s)·itself + s/2·(each neighbour), iterative learning's
+robustness filter, rule ``observer.learning_smoothing``): the lesson for a stop is learned
+against the reference-driven model, so it holds the loop's own reaction to the term fed at the
+last pass, which unfiltered builds up pass by pass on heavily damped bristles; the tables after
+a start keep their lesson as learned (the pre-sliding transient has real structure from bin to
+bin: smoothing them too cost more than it gained, measured in the README). The term is dead-zoned (what a
 well-modelled plant leaves is not fed forward), bounded to ±limit, frozen while held
 (saturation, fault, non-finite input), zero beyond the last bin (steady sliding pays no noise
 for it) and, at rest, released with ``release_s`` (rule: ``observer.learning_release_s``): the
@@ -303,10 +309,12 @@ class PathTable:
 
     __slots__ = ("d_lo", "inv_step", "limit_nm", "dead_nm", "time_constant_s", "lag_s", "values",
                  "pending", "pending_rest", "counts", "term_nm", "predicted_nm", "_pass",
-                 "release_s", "_release_dt", "_release_decay")
+                 "release_s", "_release_dt", "_release_decay", "smoothing")
 
     def __init__(self, fs_nm: float, sigma0: float, limit_nm: float, time_constant_s: float,
-                 lag_s: float, dead_nm: float = 0.0, release_s: float = 0.0) -> None:
+                 lag_s: float, dead_nm: float = 0.0, release_s: float = 0.0,
+                 smoothing: float = 0.0) -> None:
+        self.smoothing = smoothing  # braking tables, low-pass along the path per pass [-]
         self.d_lo = _PATH_LO * fs_nm / sigma0  # [rad]
         self.dead_nm = dead_nm  # dead zone of the term fed forward [N·m]
         self.inv_step = _PATH_BINS / _PATH_SPAN
@@ -365,6 +373,8 @@ class PathTable:
                 # braking: for a stop at rest, what was learned from the rest residual
                 braking = self.pending_rest[j] if direction == 0 else self.pending[j + 2]
                 self.values[j + 2][:] = braking
+                if self.smoothing > 0.0:  # the braking lesson low-passed along the path
+                    self._smooth(self.values[j + 2])
                 for k in (j, j + 2):
                     counts = self.counts[k]
                     for i in range(_PATH_BINS):  # older passes weigh half as much each pass
@@ -399,6 +409,21 @@ class PathTable:
         term = term - dead if term > dead else (term + dead if term < -dead else 0.0)
         self.term_nm = term
         return term
+
+    def _smooth(self, table: list[float]) -> None:
+        """In place, the zero-phase low-pass along the bins: each bin becomes (1 − s)·itself +
+        s/2·(each neighbour), s = ``smoothing``; an end bin counts itself as its missing
+        neighbour, so a constant (and the bound) is kept."""
+        s = self.smoothing
+        keep = 1.0 - s
+        half = 0.5 * s
+        last = _PATH_BINS - 1
+        prev = table[0]
+        for i in range(_PATH_BINS):
+            cur = table[i]
+            nxt = table[i + 1] if i < last else cur
+            table[i] = keep * cur + half * (prev + nxt)
+            prev = cur
 
     def _learn(self, table: list[float], counts: list[float], u: float, residual: float,
                dt_s: float, count: bool = True) -> None:

@@ -167,7 +167,8 @@ class LuGreCompensator(Compensator):
             self.path_table = PathTable(base.Fs, base.sigma0, resolved(observer.learning_limit_nm),
                                         resolved(observer.learning_time_constant_s), lag,
                                         resolved(observer.learning_deadzone_nm),
-                                        resolved(observer.learning_release_s))
+                                        resolved(observer.learning_release_s),
+                                        resolved(observer.learning_smoothing))
             if adaptation is not None:  # the measured curve is a parameter adaptation
                 self.speed_table = SpeedTable(base.vs, resolved(adaptation.fc_min_nm) / base.Fc,
                                               resolved(adaptation.fc_max_nm) / base.Fc,
