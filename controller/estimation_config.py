@@ -147,7 +147,8 @@ class ObserverConfig:
     #   time [s]; rule: 2/(2π·f_p) (two position-loop time constants: 16 ms at 20 Hz)
     learning_smoothing: Optional[float] = None  # the braking tables' low-pass along the path,
     #   applied when a pass ends (iterative learning's robustness filter): each bin becomes
-    #   (1 − s)·itself + s/2·(each neighbour) [-]; rule: 0.5 (the binomial [¼, ½, ¼]: a bin-to-
+    #   (1 − s)·itself + s/2·(each neighbour), s in [0, 0.5] [-]; rule: 0.5 (the binomial
+    #   [¼, ½, ¼], the strongest such filter whose gain never goes negative: a bin-to-
     #   bin alternation is removed, a constant kept; the bins are log-spaced in units of
     #   Fs/sigma0, so one weight fits every set). The braking lesson for a stop is learned
     #   against the reference-driven model, so it holds the loop's own reaction to the term fed
@@ -182,9 +183,10 @@ class ObserverConfig:
             value = getattr(self, name)
             require(value is None or value >= 0, name,
                     f"must be >= 0 (or null: derived), got {value}")
-        require(self.learning_smoothing is None or 0 <= self.learning_smoothing <= 1,
+        require(self.learning_smoothing is None or 0 <= self.learning_smoothing <= 0.5,
                 "learning_smoothing",
-                f"must be in [0, 1] (or null: derived), got {self.learning_smoothing}")
+                f"must be in [0, 0.5] (or null: derived; above 0.5 the filter flips a bin-to-bin "
+                f"alternation instead of damping it), got {self.learning_smoothing}")
         bw, mbw = self.bandwidth_hz, self.momentum_bandwidth_hz
         require(bw is None or bw >= 0, "bandwidth_hz", f"must be >= 0, got {bw}")
         if self.correction == "residual" and bw is not None:

@@ -186,9 +186,9 @@ def test_the_braking_tables_are_low_passed_along_the_path_when_a_pass_ends():
     from controller.config import config_from_mapping
     from controller.schema import ConfigError, to_plain
     data = to_plain(reference_config())
-    data["controller"]["observer"]["learning_smoothing"] = 1.5
+    data["controller"]["observer"]["learning_smoothing"] = 0.7
     with pytest.raises(ConfigError,
-                       match=r"^controller\.observer\.learning_smoothing: must be in \[0, 1\]"):
+                       match=r"^controller\.observer\.learning_smoothing: must be in \[0, 0\.5\]"):
         config_from_mapping(data)
 
 
