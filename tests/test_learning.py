@@ -193,8 +193,8 @@ def test_the_braking_tables_are_low_passed_along_the_path_when_a_pass_ends():
 
 
 def test_low_passing_the_braking_lessons_stops_them_building_up_pass_by_pass(tmp_path):
-    """Seed 5's ``mc15`` of ``bench compensation`` (sigma1 ~ 270 N·m·s/rad, sigma0 ~ 6e4:
-    heavily damped, stiff bristles; believed set 15–30 % off), its 40 s scan: the braking
+    """Seed 5's ``mc15`` of ``bench compensation`` (sigma1 184 N·m·s/rad, sigma0 4.9e4: bristle
+    damping ratio 1.5, stiff bristles; believed set 15–30 % off), its 40 s scan: the braking
     lesson for a stop, learned against the reference-driven model, holds the loop's own
     reaction to the term fed at the last pass; unfiltered it builds up (first half 1.09 µrad,
     second 1.28, oracle 0.61), low-passed along the path it converges (0.88, then 0.75).
