@@ -4,6 +4,7 @@ one-line messages and exit codes (2: bad input or config, 1: a run that faulted 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import json
@@ -130,6 +131,10 @@ def cmd_sim(args: argparse.Namespace) -> int:
     cfg = _load(args)
     if args.duration is not None and args.duration <= 0:
         raise UsageError(f"--duration: must be > 0, got {args.duration:g}")
+    if args.rate is not None:  # the config as it stands, at another loop rate (no retune)
+        if not 0 < args.rate <= 20000:
+            raise UsageError(f"--rate: must be in (0, 20000] Hz, got {args.rate:g}")
+        cfg = dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, rate_hz=args.rate))
     progress = Progress(f"sim {args.scenario}")
     summary = sim_run(cfg, args.scenario, Path(args.out), compensation=args.compensation,
                       duration_s=args.duration, seed=args.seed, plot=not args.no_plot,
@@ -612,6 +617,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override controller.compensation")
     p.add_argument("--duration", type=_duration, default=None, help="seconds (default: the scenario's)")
     p.add_argument("--no-plot", action="store_true", help="skip report.png")
+    p.add_argument("--rate", type=float, default=None,
+                   help="loop rate [Hz] (default: loop.rate_hz; the PID as configured)")
     p.add_argument("--params", default=None, metavar="FILE",
                    help="an identified set (identify's params.yaml, a run's proposed_params.yaml, "
                         "or a config) applied over controller.friction (and controller.J if it has J)")

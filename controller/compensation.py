@@ -71,6 +71,11 @@ class Compensator(abc.ABC):
         """Forget state (on disable / re-enable)."""
         self.friction_hat_nm = 0.0
 
+    def warnings(self, rate_hz: float) -> list[str]:
+        """What the operator should know about this compensation at loop rate ``rate_hz``
+        (in the run's summary, printed): none here."""
+        return []
+
     @abc.abstractmethod
     def step(self, s: TickSignals, dt_s: float) -> float:
         """Return the friction feedforward torque for this tick [N·m]."""

@@ -96,6 +96,7 @@ class LuGreCompensator(Compensator):
         self._gate_fraction = adaptation.gate_motion_fraction if adaptation is not None else 1.0
         self._gate_max = resolved(adaptation.gate_velocity_rad_s) if adaptation is not None else 0.0
         self._dob = observer.dob
+        self._dob_min_rate_hz = resolved(observer.dob_min_rate_hz)  # fed only this fast [Hz]
         self._dob_gain = -expm1(-2.0 * math.pi * resolved(observer.dob_bandwidth_hz) * 1e-3)
         self._dob_dt = 1e-3
         self._dob_peak_decay = math.exp(-1e-3)
@@ -117,7 +118,9 @@ class LuGreCompensator(Compensator):
         self._inconsistent_limit = adaptation.inconsistent_s if adaptation is not None else math.inf
         self._inconsistent_nm = (resolved(adaptation.inconsistent_residual_nm)
                                  if adaptation is not None else math.inf)
-        self._abs_gain = -expm1(-2.0 * math.pi * 1.0 * 1e-3)  # 1 Hz mean of |residual| at 1 kHz
+        # the 1 Hz mean of |residual|: its gain per tick, for the tick length _abs_dt [s]
+        self._abs_dt = 1e-3
+        self._abs_gain = -expm1(-2.0 * math.pi * 1.0 * self._abs_dt)
         self._residual = observer.correction == "residual"
         L = LuGreObserver.gain_for(resolved(observer.bandwidth_hz), friction) if self._residual else 0.0
         k = observer.tracking_gain_per_s if observer.correction == "tracking_error" else 0.0
@@ -200,7 +203,6 @@ class LuGreCompensator(Compensator):
         self._shadow = LuGreObserver(friction, L, tracking_gain_per_s=k,
                                      margin_nm=ff_margin if self.ff_model is not None else margin)
         self._switched_from: tuple[FrictionParams, float, float] | None = None
-        self.warnings: list[str] = list(self.scheduler.warnings) if self.scheduler else []
         self.reset()
 
     def reset(self) -> None:
@@ -335,6 +337,20 @@ class LuGreCompensator(Compensator):
             self._set_params(self._current_set())
             self.weights = sched.weights
             self.pid_gains = sched.gains
+
+    def warnings(self, rate_hz: float) -> list[str]:
+        """The schedule's (a set or blend not passive, no region at the start) and, where the
+        loop runs below ``observer.dob_min_rate_hz``, that the DOB term is not fed."""
+        notes = list(self.scheduler.warnings) if self.scheduler else []
+        if self._dob and not self._dob_fed(1.0 / rate_hz):
+            notes.append(f"controller.observer.dob: the term is not fed: loop.rate_hz {rate_hz:.6g} "
+                         f"is below dob_min_rate_hz {self._dob_min_rate_hz:.6g} (rule 26·f_p; "
+                         f"its loop through the residual would cost more than it gains)")
+        return notes
+
+    def _dob_fed(self, dt_s: float) -> bool:
+        """The loop runs at least ``observer.dob_min_rate_hz`` (rounding aside)."""
+        return dt_s * self._dob_min_rate_hz <= 1.0 + 1e-9
 
     def _curve_differs(self) -> bool:
         """The measured static curve is not the believed one at any level: with the believed
@@ -649,6 +665,9 @@ class LuGreCompensator(Compensator):
             drift = drift_monitor.step(believed_residual, v, p.vs, dt_s, hold or fallback,
                                     sliding=self.adapter.direction)
             if speed_ref > 0.0 and not hold:  # inconsistency judged while moving
+                if dt_s != self._abs_dt:  # a 1 Hz mean at any loop rate
+                    self._abs_dt = dt_s
+                    self._abs_gain = -expm1(-2.0 * math.pi * 1.0 * dt_s)
                 mean = self._abs_residual
                 mean += self._abs_gain * ((residual if residual >= 0.0 else -residual) - mean)
                 self._abs_residual = mean
@@ -689,7 +708,7 @@ class LuGreCompensator(Compensator):
         if first_start:  # against the reference-driven model (_dob_step)
             dob_input = start_residual
         self.dob_first_start = first_start
-        if self._dob:
+        if self._dob and self._dob_fed(dt_s):
             ramp = 1.0
             if self._dob_ramp_rad > 0.0 and not hold:  # pre-sliding after a start or reversal
                 travel = s.pos_ref_rad - self._dir_start_ref
@@ -1011,7 +1030,11 @@ class LuGreCompensator(Compensator):
             if fit.sweeps != self._fit_judged:  # judged once per sweep of the vs grid
                 self._fit_judged = fit.sweeps
                 self._differs_sweeps = self._differs_sweeps + 1 if self._curve_differs() else 0
-                differs = self._differs_sweeps >= 40  # for 40 sweeps in a row (1 s at 1 kHz)
+                # for 1 s of sweeps in a row (a sweep is one tick per vs candidate): 40 at
+                # 1 kHz, 10 at 250 Hz, so the alarm's delay does not grow as the rate falls
+                sweep_s = len(fit.vs_grid) * dt_s
+                needed = round(1.0 / sweep_s) if sweep_s < 1.0 else 1
+                differs = self._differs_sweeps >= needed
                 if differs and not self.reidentify:
                     self.reidentify = True
                     self.reidentify_reason = "static curve differs (online fit)"

@@ -221,6 +221,7 @@ def run_session(cfg: Config, s: Session, out_dir: Path, *, plot: bool = True,
     from .lugre_compensator import reidentify_report  # the alarm's reason and proposed set
 
     summary.update(reidentify_report(compensator, out_dir, cfg.axis))
+    summary["warnings"] = compensator.warnings(cfg.loop.rate_hz)
     with_units(summary, cfg.axis)
     write_summary(out_dir, summary)
     if plot:
@@ -252,7 +253,8 @@ def print_summary(summary: dict[str, Any], title: str = "summary", file=None) ->
     """The summary as an aligned table: key, value, unit (from ``summary["units"]``; lengths
     in µrad or µm)."""
     file = file or sys.stdout
-    keys = [k for k in summary if not isinstance(summary[k], (dict, list)) or k == "faults"]
+    keys = [k for k in summary
+            if not isinstance(summary[k], (dict, list)) or k in ("faults", "warnings")]
     units = summary.get("units") or {}
     width = max(len(k) for k in keys)
     print(title, file=file)

@@ -40,6 +40,7 @@ def test_observer_defaults_follow_their_rules(p, J, pid_hz):
     assert o.learning_smoothing == 0.5  # in bins, which are in units of Fs/sigma0: any set
     assert o.dob_limit_nm == pytest.approx(0.5 * p.Fs)
     assert o.dob_bandwidth_hz == pytest.approx(20 * pid_hz)
+    assert o.dob_min_rate_hz == pytest.approx(26 * pid_hz)
     assert o.dob_steady_s == pytest.approx(20 / (2 * math.pi * pid_hz))
     assert o.dob_sweep_s == pytest.approx(10 / (2 * math.pi * pid_hz))
     assert o.dob_hunting_nm == pytest.approx(0.25 * p.Fs)  # half the term's bound
@@ -74,8 +75,10 @@ def test_explicit_values_override_the_rules():
     o = resolve_observer(ObserverConfig(residual_limit_nm=0.3, bandwidth_hz=5.0, dob_sweep_s=0.5,
                                         off_reference_rad=2e-5, rest_spring_s=0.1,
                                         learning_release_s=0.2, learning_deadzone_nm=0.0,
-                                        dob_presliding_rad=1e-4, learning_smoothing=0.0),
+                                        dob_presliding_rad=1e-4, learning_smoothing=0.0,
+                                        dob_min_rate_hz=0.0),
                          p, 0.08, pid)
+    assert o.dob_min_rate_hz == 0.0  # the term at any loop rate
     assert o.residual_limit_nm == 0.3 and o.bandwidth_hz == 5.0 and o.dob_sweep_s == 0.5
     assert o.off_reference_rad == 2e-5 and o.rest_spring_s == 0.1 and o.learning_release_s == 0.2
     assert o.learning_deadzone_nm == 0.0  # an explicit 0 is a value, not "derived"
