@@ -87,10 +87,10 @@ class ObserverConfig:
     #   this fast [Hz] (0: at any rate); rule: 26·f_p. Its loop through the residual is delayed by
     #   the ticks between a command and the momentum balance that sees it; against a position
     #   loop of bandwidth f_p that delay is what decides. Measured crossover (bench compensation
-    #   --monte-carlo 20 --seed 1, the term on against off, f_p 20 Hz): at 25·f_p (500 Hz) it
-    #   costs every goal line (reference creep 2.83 against 1.28× oracle), at 27.5·f_p (550 Hz)
-    #   it gains (Monte Carlo reversal median 1.33 against 1.85×); the same crossover at f_p 10
-    #   Hz (README, "Loop rate")
+    #   --monte-carlo 20 --seed 1, the term on against off, f_p 20 Hz): at 25·f_p (500 Hz) with
+    #   it no goal line is met, without it two (reference creep 2.83 against 1.28× oracle); at
+    #   27.5·f_p (550 Hz) it gains (Monte Carlo reversal median 1.33 against 1.85×); the same
+    #   crossover at f_p 10 Hz (README, "Loop rate")
     dob_bandwidth_hz: Optional[float] = None  # low-pass of the term [Hz]; rule: 20·f_p (4× the
     #   momentum observer: smooths ticks only; measured, lower bandwidths cost creep and reversal)
     dob_deadzone_nm: Optional[float] = None  # dead zone [N·m]; rule: 0.02·Fc
