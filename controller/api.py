@@ -71,5 +71,7 @@ def control_law(cfg: Config, compensation: Optional[str] = None) -> ControlLaw:
     """The loop's control law (PID + friction feedforward + inertia feedforward) for your own
     real-time loop (ros2_control, a vendor SDK): ``law.enable(pos_rad)`` once, then each period
     fill a :class:`TickSignals` and call ``law.step(signals, dt_s)`` → torque [N·m] (before your
-    own limits). Pure: no clock, no I/O, no threads; ``dt_s`` is explicit."""
-    return ControlLaw(cfg.controller, make_compensator(cfg.controller, compensation))
+    own limits). Pure: no clock, no I/O, no threads; ``dt_s`` is explicit. The observer rules
+    that depend on the rate are taken at ``cfg.loop.rate_hz``: set it to your loop's."""
+    return ControlLaw(cfg.controller,
+                      make_compensator(cfg.controller, compensation, cfg.loop.rate_hz))

@@ -137,8 +137,10 @@ class OracleCompensator(Compensator):
         return f
 
 
-def make_compensator(cfg: "ControllerConfig", mode: str | None = None) -> Compensator:
-    """The compensator for ``mode`` (default: the config's ``compensation``)."""
+def make_compensator(cfg: "ControllerConfig", mode: str | None = None,
+                     rate_hz: float | None = None) -> Compensator:
+    """The compensator for ``mode`` (default: the config's ``compensation``) in a loop at
+    ``rate_hz`` (loop.rate_hz: the observer rules that depend on it; None: a fast loop)."""
     mode = mode or cfg.compensation
     if mode == "off":
         return NoCompensation()
@@ -149,6 +151,6 @@ def make_compensator(cfg: "ControllerConfig", mode: str | None = None) -> Compen
     if mode in ("lugre", "lugre_adaptive"):
         from .lugre_compensator import make_lugre_compensator
 
-        return make_lugre_compensator(cfg, adaptive=(mode == "lugre_adaptive"))
+        return make_lugre_compensator(cfg, adaptive=(mode == "lugre_adaptive"), rate_hz=rate_hz)
     raise ValueError(f"compensation: unknown mode {mode!r} "
                      "(known: off, coulomb, stribeck, lugre, lugre_adaptive, oracle)")

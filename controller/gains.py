@@ -35,3 +35,10 @@ class PIDGains:
         rule (sqrt(kp/J) when kd is 0); the scale the observer rules derive from."""
         w = self.kd / (3.0 * J) if self.kd > 0.0 else math.sqrt(self.kp / J)
         return w / (2.0 * math.pi)
+
+    def corner_hz(self, J: float) -> float:
+        """The PD corner kp/kd [Hz]: the triple-pole ω whatever J is believed (kp = 3Jω²,
+        kd = 3Jω), so it does not move with an error in J; position_bandwidth_hz when kd is 0."""
+        if self.kd > 0.0:
+            return self.kp / self.kd / (2.0 * math.pi)
+        return self.position_bandwidth_hz(J)

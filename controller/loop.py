@@ -124,7 +124,7 @@ class ControlLoop:
         self.reference = reference
         self.duration_s = duration_s
         self.dt_s = cfg.loop.dt_s
-        self.compensator = compensator or make_compensator(cfg.controller)
+        self.compensator = compensator or make_compensator(cfg.controller, rate_hz=cfg.loop.rate_hz)
         self.log_sink = log_sink
         self.progress = progress
         # the plant's true friction (simulation and HIL only; NaN on a machine)

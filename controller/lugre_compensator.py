@@ -80,14 +80,16 @@ class LuGreCompensator(Compensator):
                  base_pid: PIDGains | None = None,
                  v_eps: float = 0.0,
                  friction_se: FrictionUncertainty | None = None,
-                 velocity_cutoff_hz: float = 0.0) -> None:
+                 velocity_cutoff_hz: float = 0.0,
+                 rate_hz: float | None = None) -> None:
         super().__init__()
         self.mode = "lugre" if adaptation is None else "lugre_adaptive"
         self.scheduler = Scheduler(schedule, base_pid) if schedule is not None else None
         if self.scheduler is not None:
             friction = self.scheduler.params
         pid = base_pid or PIDGains.triple_pole(J, 20.0)
-        observer = resolve_observer(observer or ObserverConfig(), friction, J, pid, friction_se)
+        observer = resolve_observer(observer or ObserverConfig(), friction, J, pid, friction_se,
+                                    rate_hz)
         self.cfg = observer
         self._gate_auto = adaptation is not None and adaptation.gate_velocity_rad_s is None
         if adaptation is not None:
@@ -340,9 +342,7 @@ class LuGreCompensator(Compensator):
 
     def warnings(self, rate_hz: float) -> list[str]:
         """The schedule's (a set or blend not passive, no region at the start); a momentum
-        observer faster than a tenth of the loop rate (its rule 5·f_p assumes a loop well above
-        it; measured at rate/10 instead, the shipped 20 Hz loop: 500 Hz reversal 0.353 → 0.298
-        µrad, `bench compensation` Monte Carlo reversal median 1.52 → 1.08×; README, "Loop
+        observer set faster than a tenth of the loop rate (its rule caps it there; README, "Loop
         rate"); and, where the loop runs below ``observer.dob_min_rate_hz``, that the DOB term
         is not fed."""
         notes = list(self.scheduler.warnings) if self.scheduler else []
@@ -350,11 +350,12 @@ class LuGreCompensator(Compensator):
         if mbw > 1.01 * 0.1 * rate_hz:
             notes.append(f"controller.observer.momentum_bandwidth_hz: {mbw:.4g} Hz is above "
                          f"loop.rate_hz/10 = {0.1 * rate_hz:.4g} Hz: set it to {0.1 * rate_hz:.4g} "
-                         f"or run the loop faster")
+                         f"(or null: its rule caps it there) or run the loop faster")
         if self._dob and not self._dob_fed(1.0 / rate_hz):
             notes.append(f"controller.observer.dob: the term is not fed: loop.rate_hz {rate_hz:.6g} "
-                         f"is below dob_min_rate_hz {self._dob_min_rate_hz:.6g} (rule 26·f_p; "
-                         f"its loop through the residual would cost more than it gains)")
+                         f"is below dob_min_rate_hz {self._dob_min_rate_hz:.6g} (rule max(22.5·f_c, "
+                         f"2·f_b): its loop through the residual, delayed a tick or aliasing the "
+                         f"bristle mode, would cost more than it gains)")
         return notes
 
     def _dob_fed(self, dt_s: float) -> bool:
@@ -1144,9 +1145,11 @@ def reidentify_report(comp: Compensator, out_dir: Path,
     return out
 
 
-def make_lugre_compensator(cfg: "ControllerConfig", adaptive: bool) -> LuGreCompensator:
+def make_lugre_compensator(cfg: "ControllerConfig", adaptive: bool,
+                           rate_hz: float | None = None) -> LuGreCompensator:
     """``lugre`` (observer, fixed parameters) or ``lugre_adaptive`` (plus Fc adaptation, drift
-    monitor and, when ``cfg.schedule`` is set, gain scheduling)."""
+    monitor and, when ``cfg.schedule`` is set, gain scheduling), for a loop at ``rate_hz``
+    (loop.rate_hz; None: well above every observer rule)."""
     observer = cfg.observer
     adaptation = cfg.adaptation if adaptive else None
     schedule = anchored(cfg.schedule, cfg.friction) if adaptive and cfg.schedule else None
@@ -1159,4 +1162,5 @@ def make_lugre_compensator(cfg: "ControllerConfig", adaptive: bool) -> LuGreComp
                             schedule=schedule, base_pid=cfg.pid, v_eps=cfg.feedforward_v_eps,
                             friction_se=None if rescaled else cfg.friction_se,
                             velocity_cutoff_hz=(cfg.velocity.cutoff_hz
-                                                if cfg.velocity.source == "encoder" else 0.0))
+                                                if cfg.velocity.source == "encoder" else 0.0),
+                            rate_hz=rate_hz)

@@ -187,7 +187,7 @@ def run_session(cfg: Config, s: Session, out_dir: Path, *, plot: bool = True,
                 on_loop: Callable[[ControlLoop], Any] | None = None) -> dict[str, Any]:
     """Run the loop, write out_dir/{run.fctl, summary.json, report.png}; return the summary."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    compensator = make_compensator(cfg.controller, s.compensation)
+    compensator = make_compensator(cfg.controller, s.compensation, cfg.loop.rate_hz)
     log_path = out_dir / LOG_NAME
     log_path.unlink(missing_ok=True)  # an out dir holds one run: re-running replaces it
     chunk_rows = max(1, int(round(cfg.logging.chunk_s * cfg.loop.rate_hz)))

@@ -26,7 +26,7 @@ def replay_ticks(cfg: Config, mode: str, dt: float, cols: dict[str, list[float]]
     ``reference_from_measurement``: no reference was recorded (a raw capture): the reference is
     the measured motion itself. Returns (one tuple per tick: friction_hat_nm, z_hat, fc_hat_nm,
     residual_nm, torque_cmd_nm, reidentify, learned_nm; wall seconds of the loop)."""
-    compensator = make_compensator(cfg.controller, mode)
+    compensator = make_compensator(cfg.controller, mode, cfg.loop.rate_hz)
     law = ControlLaw(cfg.controller, compensator)
     velocity = VelocityEstimator(cfg.controller.velocity.source, cfg.controller.velocity.cutoff_hz)
     lim = cfg.safety.torque_limit_nm

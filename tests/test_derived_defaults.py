@@ -40,7 +40,20 @@ def test_observer_defaults_follow_their_rules(p, J, pid_hz):
     assert o.learning_smoothing == 0.5  # in bins, which are in units of Fs/sigma0: any set
     assert o.dob_limit_nm == pytest.approx(0.5 * p.Fs)
     assert o.dob_bandwidth_hz == pytest.approx(20 * pid_hz)
-    assert o.dob_min_rate_hz == pytest.approx(26 * pid_hz)
+    f_b = math.sqrt(p.sigma0 / J) / (2 * math.pi)  # the bristle mode: Nyquist above it
+    assert o.dob_min_rate_hz == pytest.approx(max(22.5 * pid_hz, 2 * f_b))
+    # the PID's corner kp/kd, not f_p: a believed J 30 % low moves f_p, not the rule
+    assert resolve_observer(ObserverConfig(), p, 0.7 * J, pid).dob_min_rate_hz == pytest.approx(
+        max(22.5 * pid_hz, 2 * f_b / math.sqrt(0.7)))
+    slow = PIDGains.triple_pole(J, 0.05 * f_b)  # a soft loop: the bristle mode decides
+    assert resolve_observer(ObserverConfig(), p, J, slow).dob_min_rate_hz == pytest.approx(2 * f_b)
+    # the momentum observer at most a tenth of the loop rate: capped where 5·f_p is above it
+    for rate in (1000.0, 20.0 * pid_hz, 2000.0):
+        capped = resolve_observer(ObserverConfig(), p, J, pid, rate_hz=rate)
+        assert capped.momentum_bandwidth_hz == pytest.approx(min(5 * pid_hz, rate / 10))
+        assert capped.bandwidth_hz < capped.momentum_bandwidth_hz
+    assert resolve_observer(ObserverConfig(momentum_bandwidth_hz=70.0), p, J, pid,
+                            rate_hz=400.0).momentum_bandwidth_hz == 70.0  # stated: kept
     assert o.dob_steady_s == pytest.approx(20 / (2 * math.pi * pid_hz))
     assert o.dob_sweep_s == pytest.approx(10 / (2 * math.pi * pid_hz))
     assert o.dob_hunting_nm == pytest.approx(0.25 * p.Fs)  # half the term's bound

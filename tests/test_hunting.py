@@ -75,17 +75,21 @@ def test_the_fast_part_comes_back_with_the_recovery_time_once_the_train_breaks()
 
 
 def test_in_the_loop_the_guard_ends_a_hunting_term(tmp_path):
-    """Seed 3's mc8 of ``bench compensation`` (believed J 28 % low, a believed Stribeck region
-    the scan's ramps cross): without the guard (``observer.dob_hunting_nm: .inf``) the DOB term
+    """Seed 3's mc8 of ``bench compensation`` (believed J 28 % low, so f_p 27.8 Hz, a believed
+    Stribeck region the scan's ramps cross), the momentum observer at 5·f_p = 139 Hz (set: its
+    rule caps it at rate/10): without the guard (``observer.dob_hunting_nm: .inf``) the DOB term
     swings between its bounds at every start and the first 10 s of the scan track at 1.8 µrad rms
     (2.7 before the braking lessons were low-passed along the path, ``learning_smoothing``);
-    with it, at least 1.8× better."""
+    with it, at least 1.8× better. At the capped rule (100 Hz) there is no hunt to end, even
+    unguarded."""
     from controller.config import load_config
     from hil.bench_compensation import build_cases, resolve_config_path
     from hil.scenarios import sim_run
 
     cfg = load_config(resolve_config_path("turntable"))
     case = next(c for name, _, c in build_cases(cfg, 0.2, 0.0, 20, 3) if name == "mc8")
+    uncapped = 5.0 * case.controller.pid.position_bandwidth_hz(case.controller.J)
+    assert uncapped > 1.3 * 0.1 * case.loop.rate_hz
 
     def rms(observer_changes: dict, out: Path) -> float:
         ctrl = case.controller
@@ -94,8 +98,10 @@ def test_in_the_loop_the_guard_ends_a_hunting_term(tmp_path):
         return sim_run(c, "scan", out, compensation="lugre_adaptive", duration_s=10.0, seed=3,
                        plot=False)["rms_error_rad"]
 
-    on = rms({}, tmp_path / "on")
-    off = rms({"dob_hunting_nm": math.inf}, tmp_path / "off")
+    on = rms({"momentum_bandwidth_hz": uncapped}, tmp_path / "on")
+    off = rms({"momentum_bandwidth_hz": uncapped, "dob_hunting_nm": math.inf}, tmp_path / "off")
     assert off > 1.5e-6  # the hunt is there without the guard
     assert on * 1.8 < off, (on, off)  # measured 0.81 against 1.77 µrad (0.83 against 2.72
     #   before the braking lessons were low-passed)
+    capped_off = rms({"dob_hunting_nm": math.inf}, tmp_path / "capped")
+    assert capped_off * 1.5 < off, (capped_off, off)  # measured 0.94 µrad

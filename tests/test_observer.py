@@ -700,16 +700,19 @@ def test_the_damping_limit_stops_the_hunting_of_a_steep_believed_curve(tmp_path)
     (``dob_hunting_nm: .inf``), which catches the same hunting on its own: the guard alone
     (limit off) is a second line (1.5 s: 1.97 µrad with neither, 0.48 with the limit, 0.63 with
     the guard alone). Measured with the estimator on the encoder difference
-    (``velocity_source: encoder``, pinned here), where the hunting was found."""
+    (``velocity_source: encoder``, pinned here), where the hunting was found, and the momentum
+    observer at 5·f_p (its rule before the cap at rate/10, pinned here)."""
     from hil.bench_compensation import build_cases
     from hil.scenarios import sim_run
 
     case = {n: c for n, _, c in build_cases(CFG, 0.2, 0.0, 20, 5)}["mc18"]
+    uncapped = 5.0 * case.controller.pid.position_bandwidth_hz(case.controller.J)
     rms = {}
     for name, limit, hunting in (("rule", None, math.inf), ("none", math.inf, math.inf),
                                  ("guard", math.inf, None)):
         observer = dataclasses.replace(case.controller.observer, dob_damping_limit=limit,
-                                       dob_hunting_nm=hunting, velocity_source="encoder")
+                                       dob_hunting_nm=hunting, velocity_source="encoder",
+                                       momentum_bandwidth_hz=uncapped)
         cfg = dataclasses.replace(case, controller=dataclasses.replace(case.controller,
                                                                        observer=observer))
         summary = sim_run(cfg, "creep", tmp_path / name, compensation="lugre_adaptive",
@@ -858,7 +861,9 @@ def test_an_inertia_believed_low_does_not_make_the_dob_hunt(tmp_path):
     without the DOB's hunting guard (``dob_hunting_nm: .inf``), which catches that hunting
     too: with no margin it takes the reversal 0.99 → 0.73 µrad (0.66 with the margin).
     Measured with the estimator on the encoder difference (``velocity_source: encoder``,
-    pinned here)."""
+    pinned here) and the momentum observer at 5·f_p (its rule before the cap at rate/10, which
+    on this plant takes the reversal from 0.99 to 0.78 µrad with no margin and no guard; pinned
+    here)."""
     from hil.bench_compensation import build_cases
     from hil.scenarios import sim_run
 
@@ -866,10 +871,12 @@ def test_an_inertia_believed_low_does_not_make_the_dob_hunt(tmp_path):
     assert case.controller.J < 0.8 * case.plant.J
     default = case.controller.observer.dob_inertia_margin
     assert default >= case.plant.J / case.controller.J - 1.0  # the default covers this plant
+    uncapped = 5.0 * case.controller.pid.position_bandwidth_hz(case.controller.J)
     rms = {}
     for m, hunting in ((0.0, math.inf), (default, math.inf), (0.0, None)):
         observer = dataclasses.replace(case.controller.observer, dob_inertia_margin=m,
-                                       dob_hunting_nm=hunting, velocity_source="encoder")
+                                       dob_hunting_nm=hunting, velocity_source="encoder",
+                                       momentum_bandwidth_hz=uncapped)
         cfg = dataclasses.replace(case, controller=dataclasses.replace(case.controller,
                                                                        observer=observer))
         rms[m, hunting] = sim_run(cfg, "reversal", tmp_path / f"{m}-{hunting}",
