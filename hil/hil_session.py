@@ -90,7 +90,7 @@ def retune_for_rate(cfg: Config, delay_periods: int = 1) -> tuple[Config, str]:
     from controller.gains import PIDGains
 
     ctrl = cfg.controller
-    bw_hz = ctrl.pid.kd / (3.0 * ctrl.J) / (2.0 * math.pi)
+    bw_hz = ctrl.pid.position_bandwidth_hz(ctrl.J)
     ratio = 20.0 * delay_periods
     if cfg.loop.rate_hz >= ratio * bw_hz:
         return cfg, ""
