@@ -1,9 +1,8 @@
 """What depends on the loop rate: the DOB term is fed only where the loop is fast enough for it
-(``observer.dob_min_rate_hz``, rule max(22.5·f_c, 2·f_b)), the momentum observer's rule is capped at rate/10,
-and the run's summary says what does not suit the rate (the term not fed, a momentum observer
-set above rate/10, a PID below 20·f_p); the reidentify judgements
-keep their time scales at any rate (the 1 Hz mean of |residual|, the static curve differing
-for 1 s)."""
+(``observer.dob_min_rate_hz``, rule max(22.5·f_c, 2·f_b)), the momentum observer's rule is
+capped at rate/10, and the run's summary says what does not suit the rate (the term not fed, a
+momentum observer set above rate/10, a PID below 20·f_p); the reidentify judgements keep their
+time scales at any rate (the 1 Hz mean of |residual|, the static curve differing for 1 s)."""
 
 from __future__ import annotations
 
