@@ -17,7 +17,11 @@ Cases:
   ζ ~ U[0.1, 2] (sigma1 = 2ζ·sqrt(sigma0·J)); the believed set off by U[15 %, 30 %] per
   parameter (J too) with random signs (Fs raised to Fc where needed, so the Fs/Fc ratio is wrong);
 - ``--exact`` (and ``--identify``): each Monte Carlo plant also believed exactly
-  (``<name>/exact``), in the exact-set goal line: "any plausible table" on more than three.
+  (``<name>/exact``), in the exact-set goal line: "any plausible table" on more than three;
+- ``--accept``: each believed-wrong case (``reference±20%``, ``damped±30%``, ``stiff±30%``,
+  Monte Carlo) rerun, scenario by scenario, with the ``reidentify`` proposal of its own run
+  accepted (``<name>/accepted``: the run's ``proposed_params.yaml`` applied as ``--params``
+  applies a file): the operator's commissioning loop (run, alarm, accept, run again).
 
 Figures per run: rms over the whole run, ``breakaway`` = rms over the first second of motion,
 ``steady`` = rms after it, ``second_half`` = rms over the second half (the scan goal).
@@ -43,6 +47,7 @@ from controller.config import Config, believing, load_config, resolve_config_pat
 from controller.executor import (ExecutorSpec, add_executor_arguments, int_argument, run_map,
                                  spec_from_args)
 from controller.friction import DirectionalParams, FrictionParams, LuGreParams
+from controller.params_file import apply_params, load_params_file
 from controller.units import display
 from controller.report import plot_comparison  # noqa: F401 - re-exported: the figure lives in report
 
@@ -208,6 +213,8 @@ def run_one(task: Task) -> dict[str, Any]:
         "fc_hat_final_nm": s["fc_hat_final_nm"], "fallback_ticks": s["fallback_ticks"],
         "max_ff_param_step_nm": s["max_ff_param_step_nm"],
     }
+    if s.get("proposed_params"):  # the reidentify proposal, as the operator receives it
+        result["proposed_params_yaml"] = Path(s["proposed_params"]).read_text()
     if task.keep_log:
         result["log"] = s["log"]
     else:
@@ -282,12 +289,56 @@ def believed_exactly(cases: list[tuple[str, str, Config]]) -> list[tuple[str, st
         for name, kind, c in cases if kind == "mc"]
 
 
+def _duration_s(cfg: Config, scenario: str, duration_scale: float) -> float:
+    return DURATIONS.get(scenario, cfg.scenario(scenario).duration_s) * duration_scale
+
+
 def build_tasks(cases, out: Path, seed: int, duration_scale: float, modes=BENCH_MODES,
                 scenarios=GOAL_SCENARIOS) -> list[Task]:
     return [Task(case=name, cfg=c, scenario=sc, mode=mode,
-                 duration_s=DURATIONS.get(sc, c.scenario(sc).duration_s) * duration_scale,
+                 duration_s=_duration_s(c, sc, duration_scale),
                  seed=seed, out=str(out / name / sc / mode))
             for name, _, c in cases for sc in scenarios for mode in modes]
+
+
+ACCEPTED = "/accepted"  # the suffix of a case rerun with its reidentify proposal accepted
+WRONG_KINDS = ("mismatched", "mc")  # the believed set off
+
+
+def accepted_tasks(cases, results: list[dict[str, Any]], out: Path, seed: int,
+                   duration_scale: float, modes=BENCH_MODES
+                   ) -> tuple[list[tuple[str, str, Config]], list[Task]]:
+    """The commissioning loop, measured: each believed-wrong case and scenario whose
+    ``lugre_adaptive`` run raised ``reidentify`` with a proposal, rerun in every mode with that
+    proposal accepted. The proposal's text (``proposed_params.yaml``) is written to
+    ``out/accepted/<case>/<scenario>/`` and applied exactly as ``--params`` applies a file
+    (:func:`controller.params_file.apply_params`: ``controller.friction`` and its stated
+    uncertainty; J stays as believed, the proposal has none). Returns the cases
+    (``<name>/accepted``, kind ``accepted``, the original config: the same plant) and the
+    tasks, whose config is per scenario; a scenario without a proposal has no accepted run."""
+    ix = _index(results)
+    scenarios = list(dict.fromkeys(r["scenario"] for r in results))
+    new_cases: list[tuple[str, str, Config]] = []
+    tasks: list[Task] = []
+    for name, kind, c in cases:
+        if kind not in WRONG_KINDS:
+            continue
+        before = len(tasks)
+        for sc in scenarios:
+            text = ix.get((name, sc, "lugre_adaptive"), {}).get("proposed_params_yaml")
+            if not text:
+                continue
+            where = out / "accepted" / name / sc
+            where.mkdir(parents=True, exist_ok=True)
+            path = where / "proposed_params.yaml"
+            path.write_text(text)
+            accepted = apply_params(c, load_params_file(path))
+            tasks += [Task(case=name + ACCEPTED, cfg=accepted, scenario=sc, mode=mode,
+                           duration_s=_duration_s(c, sc, duration_scale), seed=seed,
+                           out=str(where / mode)) for mode in modes]
+        if len(tasks) > before:
+            new_cases.append((name + ACCEPTED, "accepted", c))
+    return new_cases, tasks
 
 
 # --- goals ----------------------------------------------------------------------------------------
@@ -315,7 +366,7 @@ def goal_report(cases, results: list[dict[str, Any]]) -> list[str]:
     ix = _index(results)
     kinds = {name: kind for name, kind, _ in cases}
     exact = [c for c, k in kinds.items() if k == "exact"]
-    wrong = [c for c, k in kinds.items() if k in ("mismatched", "mc")]
+    wrong = [c for c, k in kinds.items() if k in WRONG_KINDS]
     lines = []
 
     def worst(names, sc, key="rms_error_rad"):
@@ -349,7 +400,7 @@ def goal_report(cases, results: list[dict[str, Any]]) -> list[str]:
     # stays strict; the figures say which losses are of that kind)
     counts = {name: c.plant.encoder.rad_per_count for name, _, c in cases}
     worse, excess = [], []
-    for c in kinds:
+    for c in (c for c, k in kinds.items() if k != "accepted"):  # the shipped config's runs
         for sc in GOAL_SCENARIOS:
             for m in ("off", "stribeck"):
                 a, b = ix.get((c, sc, "lugre_adaptive")), ix.get((c, sc, m))
@@ -393,7 +444,50 @@ def goal_report(cases, results: list[dict[str, Any]]) -> list[str]:
     else:
         lines.append("goal identify on an unknown plant, apply with --params: creep, reversal, scan "
                      "≤ 1.5× — not measured (run with --identify)")
+    if any(k == "accepted" for k in kinds.values()):
+        lines.append(accepted_report(ix, wrong))
     return lines
+
+
+def accepted_report(ix, wrong: list[str]) -> str:
+    """The ``--accept`` line: the wrong-set line with each run that raised ``reidentify`` with a
+    proposal replaced by its rerun with the proposal accepted (a run without a proposal stays
+    as it ran: the operator had nothing to accept), and which runs beyond 1.5× (reversal, scan
+    second half) came within 1.5× once accepted."""
+    def goal_ratio(case: str, sc: str) -> float:  # the wrong-set line's figure
+        return ratio(ix, case, sc, "second_half_rms_rad" if sc == "scan" else "rms_error_rad")
+
+    def worse_creep(case: str) -> bool:
+        a = ix[(case, "creep", "lugre_adaptive")]["rms_error_rad"]
+        return a > min(ix[(case, "creep", m)]["rms_error_rad"] for m in ("off", "stribeck"))
+
+    runs = [(c, sc) for c in wrong for sc in GOAL_SCENARIOS if (c, sc, "lugre_adaptive") in ix]
+    after = {(c, sc): c + ACCEPTED if (c + ACCEPTED, sc, "lugre_adaptive") in ix else c
+             for c, sc in runs}
+    proposed = sum(name != c for (c, _), name in after.items())
+
+    def worst(sc: str) -> tuple[float, str]:
+        vals = [(goal_ratio(after[(c, s)], s), after[(c, s)]) for c, s in runs if s == sc]
+        vals = [v for v in vals if math.isfinite(v[0])]
+        return max(vals) if vals else (math.nan, "")
+
+    rv, scn = worst("reversal"), worst("scan")
+    bad = [after[(c, sc)] for c, sc in runs if sc == "creep" and worse_creep(after[(c, sc)])]
+    ok = rv[0] <= 1.5 and scn[0] <= 1.5 and not bad
+    beyond = [(c, sc) for c, sc in runs if sc != "creep" and goal_ratio(c, sc) > 1.5]
+    fixed = [(c, sc) for c, sc in beyond if goal_ratio(after[(c, sc)], sc) <= 1.5]
+    changes = ", ".join(f"{c}/{sc} {goal_ratio(c, sc):.2f} → "
+                        + (f"{goal_ratio(after[(c, sc)], sc):.2f}" if after[(c, sc)] != c
+                           else "no proposal") for c, sc in beyond)
+    creeps = sum(sc == "creep" for _, sc in runs)
+    return ("commissioning: believed set off, each reidentify proposal accepted (the same scenario "
+            "rerun with its proposed_params.yaml): reversal, scan (second half) ≤ 1.5× oracle, creep "
+            f"never worse than stribeck/off — {_verdict(ok)}: worst reversal {rv[0]:.2f} ({rv[1]}), "
+            f"scan {scn[0]:.2f} ({scn[1]}), creep worse in {len(bad)}/{creeps}"
+            + (f" ({', '.join(bad)})" if bad else "")
+            + f"; a proposal in {proposed} of {len(runs)} runs; beyond 1.5× as shipped: "
+            f"{len(beyond)}, within 1.5× once accepted: {len(fixed)}"
+            + (f" ({changes})" if changes else ""))
 
 
 def format_results(cases, results: list[dict[str, Any]]) -> str:
@@ -403,14 +497,15 @@ def format_results(cases, results: list[dict[str, Any]]) -> str:
     ran = {r["mode"] for r in results}
     modes = [m for m in BENCH_MODES if m in ran] + sorted(ran - set(BENCH_MODES))
     scenarios = list(dict.fromkeys(r["scenario"] for r in results))  # in the order they ran
-    lines = [f"{'case':<16}{'scenario':<10}" + "".join(f"{m:>15}" for m in modes)
+    width = max([16] + [len(name) + 2 for name, _, _ in cases])  # <name>/accepted is long
+    lines = [f"{'case':<{width}}{'scenario':<10}" + "".join(f"{m:>15}" for m in modes)
              + f"{'adaptive/oracle: rms':>22}{'breakaway':>10}{'steady':>8}{'2nd half':>9}"
              + f"{'reidentify s':>13}"]
     for name, _, _ in cases:
         for sc in scenarios:
             if not any((name, sc, m) in ix for m in modes):
                 continue
-            row = f"{name:<16}{sc:<10}" + "".join(
+            row = f"{name:<{width}}{sc:<10}" + "".join(
                 f"{ix[(name, sc, m)]['rms_error_rad'] * 1e6 if (name, sc, m) in ix else math.nan:15.3f}"
                 for m in modes)
             a = ix.get((name, sc, "lugre_adaptive"), {})
@@ -447,6 +542,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="also identify each non-reference plant (damped, stiff, Monte Carlo) "
                              "from the shipped believed set and run it with the identified set "
                              "(cases <name>/id)")
+    parser.add_argument("--accept", action="store_true",
+                        help="also rerun each believed-wrong case and scenario whose lugre_adaptive "
+                             "run raised reidentify with its proposal accepted (cases "
+                             "<name>/accepted: its proposed_params.yaml applied as --params applies "
+                             "a file)")
     parser.add_argument("--stribeck", choices=("off", "propose", "auto"), default=None,
                         help="override controller.adaptation.stribeck (the online static-curve "
                              "fit; default: the config's, propose)")
@@ -507,6 +607,10 @@ def main(argv: list[str] | None = None) -> int:
         same = json.dumps(serial, default=str) == json.dumps(results, default=str)
         compare = {"jobs1_wall_s": t1 - t0, "jobsN_wall_s": t2 - t1, "jobs": args.compare_jobs,
                    "speedup": (t1 - t0) / (t2 - t1), "identical": same}
+    if args.accept:
+        more, again = accepted_tasks(cases, results, out, args.seed, args.duration_scale, modes)
+        print(f"--accept: {len(more)} cases with a proposal, {len(again)} runs", flush=True)
+        cases, results = cases + more, results + run_map(run_one, again, spec)
     print(format_results(cases, results))
     if set(BENCH_MODES) <= set(modes) and set(GOAL_SCENARIOS) <= set(scenarios):
         for line in goal_report(cases, results):
