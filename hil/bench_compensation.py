@@ -445,15 +445,17 @@ def goal_report(cases, results: list[dict[str, Any]]) -> list[str]:
         lines.append("goal identify on an unknown plant, apply with --params: creep, reversal, scan "
                      "≤ 1.5× — not measured (run with --identify)")
     if any(k == "accepted" for k in kinds.values()):
-        lines.append(accepted_report(ix, wrong))
+        lines.append(accepted_report(ix, kinds))
     return lines
 
 
-def accepted_report(ix, wrong: list[str]) -> str:
+def accepted_report(ix, kinds: dict[str, str]) -> str:
     """The ``--accept`` line: the wrong-set line with each run that raised ``reidentify`` with a
     proposal replaced by its rerun with the proposal accepted (a run without a proposal stays
-    as it ran: the operator had nothing to accept), and which runs beyond 1.5× (reversal, scan
-    second half) came within 1.5× once accepted."""
+    as it ran: the operator had nothing to accept), which runs beyond 1.5× (reversal, scan
+    second half) came within 1.5× once accepted, and the Monte Carlo reversal line's figures
+    read the same way."""
+    wrong = [c for c, k in kinds.items() if k in WRONG_KINDS]
     def goal_ratio(case: str, sc: str) -> float:  # the wrong-set line's figure
         return ratio(ix, case, sc, "second_half_rms_rad" if sc == "scan" else "rms_error_rad")
 
@@ -480,6 +482,10 @@ def accepted_report(ix, wrong: list[str]) -> str:
                         + (f"{goal_ratio(after[(c, sc)], sc):.2f}" if after[(c, sc)] != c
                            else "no proposal") for c, sc in beyond)
     creeps = sum(sc == "creep" for _, sc in runs)
+    mc = np.array([goal_ratio(after[(c, "reversal")], "reversal") for c, sc in runs
+                   if sc == "reversal" and kinds[c] == "mc"])
+    monte_carlo = (f"; Monte Carlo reversal median {float(np.median(mc)):.2f}, "
+                   f"{float(np.mean(mc <= 1.5)):.0%} within 1.5×" if mc.size else "")
     return ("commissioning: believed set off, each reidentify proposal accepted (the same scenario "
             "rerun with its proposed_params.yaml): reversal, scan (second half) ≤ 1.5× oracle, creep "
             f"never worse than stribeck/off — {_verdict(ok)}: worst reversal {rv[0]:.2f} ({rv[1]}), "
@@ -487,7 +493,7 @@ def accepted_report(ix, wrong: list[str]) -> str:
             + (f" ({', '.join(bad)})" if bad else "")
             + f"; a proposal in {proposed} of {len(runs)} runs; beyond 1.5× as shipped: "
             f"{len(beyond)}, within 1.5× once accepted: {len(fixed)}"
-            + (f" ({changes})" if changes else ""))
+            + (f" ({changes})" if changes else "") + monte_carlo)
 
 
 def format_results(cases, results: list[dict[str, Any]]) -> str:
