@@ -456,6 +456,7 @@ def accepted_report(ix, kinds: dict[str, str]) -> str:
     second half) came within 1.5× once accepted, and the Monte Carlo reversal line's figures
     read the same way."""
     wrong = [c for c, k in kinds.items() if k in WRONG_KINDS]
+
     def goal_ratio(case: str, sc: str) -> float:  # the wrong-set line's figure
         return ratio(ix, case, sc, "second_half_rms_rad" if sc == "scan" else "rms_error_rad")
 
