@@ -48,6 +48,7 @@ from controller.executor import (ExecutorSpec, add_executor_arguments, int_argum
                                  spec_from_args)
 from controller.friction import DirectionalParams, FrictionParams, LuGreParams
 from controller.params_file import apply_params, load_params_file
+from controller.schema import ConfigError
 from controller.units import display
 from controller.report import plot_comparison  # noqa: F401 - re-exported: the figure lives in report
 
@@ -307,7 +308,7 @@ WRONG_KINDS = ("mismatched", "mc")  # the believed set off
 
 def accepted_tasks(cases, results: list[dict[str, Any]], out: Path, seed: int,
                    duration_scale: float, modes=BENCH_MODES
-                   ) -> tuple[list[tuple[str, str, Config]], list[Task]]:
+                   ) -> tuple[list[tuple[str, str, Config]], list[Task], list[str]]:
     """The commissioning loop, measured: each believed-wrong case and scenario whose
     ``lugre_adaptive`` run raised ``reidentify`` with a proposal, rerun in every mode with that
     proposal accepted. The proposal's text (``proposed_params.yaml``) is written to
@@ -315,11 +316,14 @@ def accepted_tasks(cases, results: list[dict[str, Any]], out: Path, seed: int,
     (:func:`controller.params_file.apply_params`: ``controller.friction`` and its stated
     uncertainty; J stays as believed, the proposal has none). Returns the cases
     (``<name>/accepted``, kind ``accepted``, the original config: the same plant) and the
-    tasks, whose config is per scenario; a scenario without a proposal has no accepted run."""
+    tasks, whose config is per scenario; a scenario without a proposal has no accepted run.
+    A proposal the config cannot take (a schedule it contradicts) is not rerun: its one-line
+    error is in the third list, and every other run goes on."""
     ix = _index(results)
     scenarios = list(dict.fromkeys(r["scenario"] for r in results))
     new_cases: list[tuple[str, str, Config]] = []
     tasks: list[Task] = []
+    problems: list[str] = []
     for name, kind, c in cases:
         if kind not in WRONG_KINDS:
             continue
@@ -332,13 +336,17 @@ def accepted_tasks(cases, results: list[dict[str, Any]], out: Path, seed: int,
             where.mkdir(parents=True, exist_ok=True)
             path = where / "proposed_params.yaml"
             path.write_text(text)
-            accepted = apply_params(c, load_params_file(path))
+            try:
+                accepted = apply_params(c, load_params_file(path))
+            except ConfigError as err:
+                problems.append(f"{name}/{sc}: {err}")
+                continue
             tasks += [Task(case=name + ACCEPTED, cfg=accepted, scenario=sc, mode=mode,
                            duration_s=_duration_s(c, sc, duration_scale), seed=seed,
                            out=str(where / mode)) for mode in modes]
         if len(tasks) > before:
             new_cases.append((name + ACCEPTED, "accepted", c))
-    return new_cases, tasks
+    return new_cases, tasks, problems
 
 
 # --- goals ----------------------------------------------------------------------------------------
@@ -469,24 +477,30 @@ def accepted_report(ix, kinds: dict[str, str]) -> str:
              for c, sc in runs}
     proposed = sum(name != c for (c, _), name in after.items())
 
-    def worst(sc: str) -> tuple[float, str]:
+    def worst(sc: str) -> tuple[float, str]:  # a run without a figure (NaN) is the worst
         vals = [(goal_ratio(after[(c, s)], s), after[(c, s)]) for c, s in runs if s == sc]
-        vals = [v for v in vals if math.isfinite(v[0])]
-        return max(vals) if vals else (math.nan, "")
+        unmeasured = [v for v in vals if not math.isfinite(v[0])]
+        return unmeasured[0] if unmeasured else (max(vals) if vals else (math.nan, ""))
 
     rv, scn = worst("reversal"), worst("scan")
     bad = [after[(c, sc)] for c, sc in runs if sc == "creep" and worse_creep(after[(c, sc)])]
     ok = rv[0] <= 1.5 and scn[0] <= 1.5 and not bad
     beyond = [(c, sc) for c, sc in runs if sc != "creep" and goal_ratio(c, sc) > 1.5]
     fixed = [(c, sc) for c, sc in beyond if goal_ratio(after[(c, sc)], sc) <= 1.5]
-    changes = ", ".join(f"{c}/{sc} {goal_ratio(c, sc):.2f} → "
-                        + (f"{goal_ratio(after[(c, sc)], sc):.2f}" if after[(c, sc)] != c
-                           else "no proposal") for c, sc in beyond)
+    def change(c: str, sc: str) -> str:
+        return f"{c}/{sc} {goal_ratio(c, sc):.2f} → " + (
+            f"{goal_ratio(after[(c, sc)], sc):.2f}" if after[(c, sc)] != c else "no proposal")
+
+    changes = ", ".join(change(c, sc) for c, sc in beyond)
+    # accepting can also take a run that was within 1.5× beyond it
+    worse = [(c, sc) for c, sc in runs if sc != "creep" and after[(c, sc)] != c
+             and goal_ratio(c, sc) <= 1.5 and not goal_ratio(after[(c, sc)], sc) <= 1.5]
     creeps = sum(sc == "creep" for _, sc in runs)
     mc = np.array([goal_ratio(after[(c, "reversal")], "reversal") for c, sc in runs
                    if sc == "reversal" and kinds[c] == "mc"])
-    monte_carlo = (f"; Monte Carlo reversal median {float(np.median(mc)):.2f}, "
-                   f"{float(np.mean(mc <= 1.5)):.0%} within 1.5×" if mc.size else "")
+    monte_carlo = (f"; Monte Carlo reversal median {float(np.nanmedian(mc)):.2f}, "
+                   f"{float(np.mean(mc <= 1.5)):.0%} within 1.5× ({mc.size} plants)"
+                   if mc.size else "")
     return ("commissioning: believed set off, each reidentify proposal accepted (the same scenario "
             "rerun with its proposed_params.yaml): reversal, scan (second half) ≤ 1.5× oracle, creep "
             f"never worse than stribeck/off — {_verdict(ok)}: worst reversal {rv[0]:.2f} ({rv[1]}), "
@@ -494,7 +508,10 @@ def accepted_report(ix, kinds: dict[str, str]) -> str:
             + (f" ({', '.join(bad)})" if bad else "")
             + f"; a proposal in {proposed} of {len(runs)} runs; beyond 1.5× as shipped: "
             f"{len(beyond)}, within 1.5× once accepted: {len(fixed)}"
-            + (f" ({changes})" if changes else "") + monte_carlo)
+            + (f" ({changes})" if changes else "")
+            + f"; beyond 1.5× only once accepted: {len(worse)}"
+            + (f" ({', '.join(change(c, sc) for c, sc in worse)})" if worse else "")
+            + monte_carlo)
 
 
 def format_results(cases, results: list[dict[str, Any]]) -> str:
@@ -615,7 +632,10 @@ def main(argv: list[str] | None = None) -> int:
         compare = {"jobs1_wall_s": t1 - t0, "jobsN_wall_s": t2 - t1, "jobs": args.compare_jobs,
                    "speedup": (t1 - t0) / (t2 - t1), "identical": same}
     if args.accept:
-        more, again = accepted_tasks(cases, results, out, args.seed, args.duration_scale, modes)
+        more, again, problems = accepted_tasks(cases, results, out, args.seed,
+                                               args.duration_scale, modes)
+        for problem in problems:
+            print(f"--accept: not rerun: {problem}", file=sys.stderr)
         print(f"--accept: {len(more)} cases with a proposal, {len(again)} runs", flush=True)
         cases, results = cases + more, results + run_map(run_one, again, spec)
     print(format_results(cases, results))
