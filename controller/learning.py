@@ -309,7 +309,7 @@ class PathTable:
 
     __slots__ = ("d_lo", "inv_step", "limit_nm", "dead_nm", "time_constant_s", "lag_s", "values",
                  "pending", "pending_rest", "counts", "term_nm", "predicted_nm", "_pass",
-                 "release_s", "_release_dt", "_release_decay", "smoothing")
+                 "release_s", "_release_dt", "_release_decay", "smoothing", "peak_nm")
 
     def __init__(self, fs_nm: float, sigma0: float, limit_nm: float, time_constant_s: float,
                  lag_s: float, dead_nm: float = 0.0, release_s: float = 0.0,
@@ -336,6 +336,7 @@ class PathTable:
         self._pass = 0  # direction of the pass under way (0: none)
         self.term_nm = 0.0  # the term fed forward [N·m]
         self.predicted_nm = 0.0  # the table at the lagged distance [N·m]
+        self.peak_nm = 0.0  # the largest |lesson| held, updated when a pass ends [N·m]
 
     def _coord(self, d: float) -> float:
         """Position of distance d [rad] on the bin-centre axis (−1: none, beyond the table)."""
@@ -379,6 +380,12 @@ class PathTable:
                     counts = self.counts[k]
                     for i in range(_PATH_BINS):  # older passes weigh half as much each pass
                         counts[i] *= 0.5
+                peak = 0.0  # once a pass: 4 tables of _PATH_BINS
+                for table in self.values:
+                    for x in table:
+                        x = x if x >= 0.0 else -x
+                        peak = x if x > peak else peak
+                self.peak_nm = peak
             self._pass = direction
             if direction != 0:
                 j = 0 if direction > 0 else 1

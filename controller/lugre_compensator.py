@@ -1111,11 +1111,16 @@ def reidentify_report(comp: Compensator, out_dir: Path,
     """summary.json fields of the alarm; with ``adaptation.stribeck`` propose/auto the proposed
     set is written as ``proposed_params.yaml`` in the params.yaml format of ``identify`` (its
     writer), loadable by ``--params`` and ``replay --params``. ``curve_fit`` (when fitted): the
-    online static curve, whether it is confident, and when ``auto`` applied it."""
+    online static curve, whether it is confident, and when ``auto`` applied it.
+    ``lesson_peak_nm`` (with the learned tables): the largest correction the path table held at
+    the end, what the model missed the same way after a start or reversal (an exact set holds
+    a few hundredths of Fc; README, Measured results, "Commissioning")."""
     if not isinstance(comp, LuGreCompensator) or comp.adaptation_cfg is None:
         return {}
     out: dict[str, Any] = {"reidentify_reason": comp.reidentify_reason or "none",
                            "reidentify_at_s": comp.reidentify_t_s}
+    if comp.path_table is not None:
+        out["lesson_peak_nm"] = comp.path_table.peak_nm
     fit = comp.curve_fit
     best = fit.best if fit is not None else None
     fitted = fit is not None and best is not None

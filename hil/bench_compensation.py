@@ -213,6 +213,7 @@ def run_one(task: Task) -> dict[str, Any]:
         "reidentify_at_s": s.get("reidentify_at_s", math.nan),
         "fc_hat_final_nm": s["fc_hat_final_nm"], "fallback_ticks": s["fallback_ticks"],
         "max_ff_param_step_nm": s["max_ff_param_step_nm"],
+        "lesson_peak_nm": s.get("lesson_peak_nm", math.nan),
     }
     if s.get("proposed_params"):  # the reidentify proposal, as the operator receives it
         result["proposed_params_yaml"] = Path(s["proposed_params"]).read_text()

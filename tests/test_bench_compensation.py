@@ -177,6 +177,8 @@ def test_accept_reruns_a_wrong_set_with_its_own_reidentify_proposal(tmp_path):
     assert report["cases"] == {"mc18": "mc", "mc18/accepted": "accepted"}
     rms = {(r["case"], r["mode"]): r["rms_error_rad"] for r in report["results"]}
     assert rms[("mc18/accepted", "oracle")] == rms[("mc18", "oracle")]  # the same plant and J
+    lesson = {(r["case"], r["mode"]): r["lesson_peak_nm"] for r in report["results"]}
+    assert lesson[("mc18", "lugre_adaptive")] > 0.0 and math.isnan(lesson[("mc18", "oracle")])
     assert rms[("mc18/accepted", "lugre_adaptive")] < 0.5 * rms[("mc18", "lugre_adaptive")]
     proposal = load_params_file(out / "accepted" / "mc18" / "reversal" / "proposed_params.yaml")
     plant = next(c for n, _, c in build_cases(reference_config(), 0.2, 0.0, 20, 5)

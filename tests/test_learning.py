@@ -47,6 +47,9 @@ def test_believed_set_30_percent_off_with_large_sigma1_raises_reidentify_within_
     proposed = LuGreParams(**proposal["friction"])
     assert proposal["diagnostics"]["reason"] == summary["reidentify_reason"]
     assert abs(proposed.Fc - 0.2) < abs(0.14 - 0.2)  # closer to the true Fc than believed
+    # what the path table learned the model misses after each reversal, within its bound
+    assert 0.0 < summary["lesson_peak_nm"] <= 0.5 * 0.28 * 1.3 + 1e-12
+    assert summary["units"]["lesson_peak_nm"] == "N·m"
 
 
 def test_exact_reference_set_raises_no_alarm(tmp_path):
@@ -123,6 +126,10 @@ def test_path_table_is_bounded_under_a_wrong_sign_residual_and_used_from_the_nex
     # the other direction learned nothing; beyond the last bin (steady sliding) no term at all
     assert table.values[1] == [0.0] * len(table.values[1])
     assert table.step(1.0, 1.0, +1, 0, 0.0, 1e-3, False) == 0.0
+    # the largest lesson held (summary.json's lesson_peak_nm): set when a pass ends
+    assert table.peak_nm == pytest.approx(0.14)
+    table.reset()
+    assert table.peak_nm == 0.0
 
 
 def test_braking_lesson_for_a_rest_is_kept_only_when_the_pass_ends_at_rest():
