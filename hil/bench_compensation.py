@@ -363,6 +363,17 @@ def ratio(ix, case: str, sc: str, key: str = "rms_error_rad", mode: str = "lugre
     return _ratio(a[key], b[key]) if a and b else math.nan
 
 
+def goal_key(scenario: str) -> str:
+    """The figure a goal line reads: the scan's second half, else the whole run."""
+    return "second_half_rms_rad" if scenario == "scan" else "rms_error_rad"
+
+
+def creep_worse(ix, case: str) -> bool:
+    """``lugre_adaptive``'s creep worse than ``off`` or ``stribeck`` on the same case."""
+    a = ix[(case, "creep", "lugre_adaptive")]["rms_error_rad"]
+    return a > min(ix[(case, "creep", m)]["rms_error_rad"] for m in ("off", "stribeck"))
+
+
 TIE_COUNTS = 0.1  # an rms excess below this (encoder counts) is reported as within resolution
 
 
@@ -383,7 +394,7 @@ def goal_report(cases, results: list[dict[str, Any]]) -> list[str]:
         vals = [v for v in vals if math.isfinite(v[0])]
         return max(vals) if vals else (math.nan, "")
 
-    w = {sc: worst(exact, sc, "second_half_rms_rad" if sc == "scan" else "rms_error_rad")
+    w = {sc: worst(exact, sc, goal_key(sc))
          for sc in GOAL_SCENARIOS}
     ok = all(w[sc][0] <= 1.5 for sc in GOAL_SCENARIOS)
     lines.append("goal exact set, any table: creep, reversal, scan (second half) ≤ 1.5× oracle — "
@@ -391,10 +402,7 @@ def goal_report(cases, results: list[dict[str, Any]]) -> list[str]:
                                                         for sc in GOAL_SCENARIOS))
     rv = worst(wrong, "reversal")
     scn = worst(wrong, "scan", "second_half_rms_rad")
-    creep_bad = [c for c in wrong
-                 if ix.get((c, "creep", "lugre_adaptive")) and
-                 ix[(c, "creep", "lugre_adaptive")]["rms_error_rad"] >
-                 min(ix[(c, "creep", m)]["rms_error_rad"] for m in ("off", "stribeck"))]
+    creep_bad = [c for c in wrong if (c, "creep", "lugre_adaptive") in ix and creep_worse(ix, c)]
     ok = rv[0] <= 1.5 and scn[0] <= 1.5 and not creep_bad
     lines.append("goal believed set 15–30 % off: reversal, scan (second half) ≤ 1.5× oracle, creep "
                  f"never worse than stribeck/off — {_verdict(ok)}: worst reversal {rv[0]:.2f} ({rv[1]}), "
@@ -431,7 +439,7 @@ def goal_report(cases, results: list[dict[str, Any]]) -> list[str]:
                      f"{within:.0%} within 1.5× ({len(mc)} plants)")
     ident = [c for c, k in kinds.items() if k == "identified"]
     if ident:
-        w = {sc: worst(ident, sc, "second_half_rms_rad" if sc == "scan" else "rms_error_rad")
+        w = {sc: worst(ident, sc, goal_key(sc))
              for sc in GOAL_SCENARIOS}
         ok = all(w[sc][0] <= 1.5 for sc in GOAL_SCENARIOS)
         lines.append("goal identify on an unknown plant, apply with --params: creep, reversal, scan "
@@ -441,7 +449,7 @@ def goal_report(cases, results: list[dict[str, Any]]) -> list[str]:
         from .bench_identify import exact_counterpart
 
         def against_exact(sc: str) -> tuple[float, str]:
-            key = "second_half_rms_rad" if sc == "scan" else "rms_error_rad"
+            key = goal_key(sc)
             vals = [(_ratio(ix[(c, sc, "lugre_adaptive")][key], ix[(e, sc, "lugre_adaptive")][key]), c)
                     for c in ident if (e := exact_counterpart(c, kinds))
                     and (c, sc, "lugre_adaptive") in ix and (e, sc, "lugre_adaptive") in ix]
@@ -467,11 +475,7 @@ def accepted_report(ix, kinds: dict[str, str]) -> str:
     wrong = [c for c, k in kinds.items() if k in WRONG_KINDS]
 
     def goal_ratio(case: str, sc: str) -> float:  # the wrong-set line's figure
-        return ratio(ix, case, sc, "second_half_rms_rad" if sc == "scan" else "rms_error_rad")
-
-    def worse_creep(case: str) -> bool:
-        a = ix[(case, "creep", "lugre_adaptive")]["rms_error_rad"]
-        return a > min(ix[(case, "creep", m)]["rms_error_rad"] for m in ("off", "stribeck"))
+        return ratio(ix, case, sc, goal_key(sc))
 
     runs = [(c, sc) for c in wrong for sc in GOAL_SCENARIOS if (c, sc, "lugre_adaptive") in ix]
     after = {(c, sc): c + ACCEPTED if (c + ACCEPTED, sc, "lugre_adaptive") in ix else c
@@ -484,7 +488,7 @@ def accepted_report(ix, kinds: dict[str, str]) -> str:
         return unmeasured[0] if unmeasured else (max(vals) if vals else (math.nan, ""))
 
     rv, scn = worst("reversal"), worst("scan")
-    bad = [after[(c, sc)] for c, sc in runs if sc == "creep" and worse_creep(after[(c, sc)])]
+    bad = [after[(c, sc)] for c, sc in runs if sc == "creep" and creep_worse(ix, after[(c, sc)])]
     ok = rv[0] <= 1.5 and scn[0] <= 1.5 and not bad
     beyond = [(c, sc) for c, sc in runs if sc != "creep" and goal_ratio(c, sc) > 1.5]
     fixed = [(c, sc) for c, sc in beyond if goal_ratio(after[(c, sc)], sc) <= 1.5]
