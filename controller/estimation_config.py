@@ -255,6 +255,13 @@ class AdaptationConfig:
     #   the believed set does not explain the measured friction [s] (inconsistent: observer in
     #   fallback, or the 1 Hz mean of |residual| above inconsistent_residual_nm)
     inconsistent_residual_nm: Optional[float] = None  # [N·m]; rule: 0.1·Fc
+    lesson_threshold_nm: Optional[float] = None  # with observer.learning: the path table's
+    #   lessons, odd in the velocity as a friction model's error is (half the difference of the
+    #   two directions' lessons, bin by bin), above this at lesson_passes pass ends in a row =>
+    #   reidentify (learned correction persists; a pass with a velocity step is not judged)
+    #   [N·m]; rule: 0.2·Fc, the correction a set 20 % off would need (the middle of the
+    #   15–30 % a believed set is wrong by)
+    lesson_passes: int = 4  # [-], see lesson_threshold_nm
     stribeck: Literal["off", "propose", "auto"] = "propose"  # the online static-curve fit (Fc,
     #   Fs, vs, sigma2 from quasi-steady sliding, controller.learning.StaticCurveFit): off: not
     #   fitted, no proposal; propose: the fit (else the adapted Coulomb level) is the proposed
@@ -265,12 +272,13 @@ class AdaptationConfig:
 
     def __post_init__(self) -> None:
         for name in ("gate_velocity_rad_s", "rate_limit_nm_s", "fc_min_nm", "inconsistent_residual_nm",
-                     "drift_low_threshold_nm", "drift_high_threshold_nm"):
+                     "drift_low_threshold_nm", "drift_high_threshold_nm", "lesson_threshold_nm"):
             value = getattr(self, name)
             require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
         for name in ("time_constant_s", "drift_time_constant_s", "drift_persist_s",
                      "inconsistent_s"):
             require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
+        require(self.lesson_passes >= 1, "lesson_passes", f"must be >= 1, got {self.lesson_passes}")
         require(0 < self.gate_motion_fraction <= 1, "gate_motion_fraction",
                 f"must be in (0, 1], got {self.gate_motion_fraction}")
         require(self.reversal_holdoff_s >= 0, "reversal_holdoff_s",
@@ -440,7 +448,8 @@ def resolve_adaptation(cfg: AdaptationConfig, friction: FrictionParams) -> Adapt
         rate_limit_nm_s=_pick(cfg.rate_limit_nm_s, 0.25 * p.Fc),
         drift_low_threshold_nm=_pick(cfg.drift_low_threshold_nm, 0.1 * p.Fc),
         drift_high_threshold_nm=_pick(cfg.drift_high_threshold_nm, 0.05 * p.Fc),
-        inconsistent_residual_nm=_pick(cfg.inconsistent_residual_nm, 0.1 * p.Fc))
+        inconsistent_residual_nm=_pick(cfg.inconsistent_residual_nm, 0.1 * p.Fc),
+        lesson_threshold_nm=_pick(cfg.lesson_threshold_nm, 0.2 * p.Fc))
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,10 @@ residual taken one momentum-observer lag back along the path; a running mean in 
 passes weigh half as much after each pass, so the table follows what the model gets wrong now);
 the copy replaces the table when the pass ends (the reference stops or reverses), so what a
 pass learned is fed forward from the next pass on, before the residual appears, and never
-within the pass (no fast loop through the residual). A braking table is then low-passed along
+within the pass (no fast loop through the residual). At each pass end the table also states
+its largest lesson (``peak_nm``) and its largest lesson odd in the velocity (``odd_nm``: half
+the difference of the two directions' tables, bin by bin), which ``reidentify`` reads
+(``adaptation.lesson_threshold_nm``). A braking table is then low-passed along
 the path (``smoothing`` s: each bin (1 − s)·itself + s/2·(each neighbour), iterative learning's
 robustness filter, rule ``observer.learning_smoothing``): the lesson for a stop is learned
 against the reference-driven model, so it holds the loop's own reaction to the term fed at the
@@ -309,7 +312,8 @@ class PathTable:
 
     __slots__ = ("d_lo", "inv_step", "limit_nm", "dead_nm", "time_constant_s", "lag_s", "values",
                  "pending", "pending_rest", "counts", "term_nm", "predicted_nm", "_pass",
-                 "release_s", "_release_dt", "_release_decay", "smoothing", "peak_nm")
+                 "release_s", "_release_dt", "_release_decay", "smoothing", "peak_nm", "odd_nm",
+                 "pass_ends")
 
     def __init__(self, fs_nm: float, sigma0: float, limit_nm: float, time_constant_s: float,
                  lag_s: float, dead_nm: float = 0.0, release_s: float = 0.0,
@@ -337,6 +341,11 @@ class PathTable:
         self.term_nm = 0.0  # the term fed forward [N·m]
         self.predicted_nm = 0.0  # the table at the lagged distance [N·m]
         self.peak_nm = 0.0  # the largest |lesson| held, updated when a pass ends [N·m]
+        # the largest half-difference of the two directions' lessons, bin by bin (after starts,
+        # before stops), updated when a pass ends: the part odd in the velocity, as a friction
+        # model's error is [N·m]
+        self.odd_nm = 0.0
+        self.pass_ends = 0  # passes ended since reset
 
     def _coord(self, d: float) -> float:
         """Position of distance d [rad] on the bin-centre axis (−1: none, beyond the table)."""
@@ -386,6 +395,16 @@ class PathTable:
                         x = x if x >= 0.0 else -x
                         peak = x if x > peak else peak
                 self.peak_nm = peak
+                odd = 0.0
+                for k in (0, 2):
+                    fwd = self.values[k]
+                    rev = self.values[k + 1]
+                    for i in range(_PATH_BINS):
+                        x = fwd[i] - rev[i]
+                        x = x if x >= 0.0 else -x
+                        odd = x if x > odd else odd
+                self.odd_nm = 0.5 * odd
+                self.pass_ends += 1
             self._pass = direction
             if direction != 0:
                 j = 0 if direction > 0 else 1
@@ -455,7 +474,7 @@ class StaticCurveFit:
     One vs candidate per :meth:`step`; a sweep over the grid publishes :attr:`best`."""
 
     __slots__ = ("vs_grid", "delta", "sigma2_prior", "k", "_best", "_best_sse", "best", "rms_nm",
-                 "confident", "sweeps", "_history", "_cache_version", "_cache")
+                 "confident", "sweeps", "_history", "_cache_version", "_cache", "top_speed")
 
     def __init__(self, vs: float, sigma2: float, delta: float) -> None:
         self.vs_grid = [vs * 0.25 * 16.0 ** (i / (_VS_GRID - 1)) for i in range(_VS_GRID)]
@@ -470,6 +489,7 @@ class StaticCurveFit:
         self.best: tuple[float, float, float, float] | None = None  # (Fc, Fs, vs, sigma2)
         self.rms_nm = math.nan  # weighted rms of the published fit over the bins [N·m]
         self.confident = False
+        self.top_speed = 0.0  # the fastest measured bin of the published fit [rad/s]
         self.sweeps = 0
         self._history: list[tuple[float, float, float, float]] = []
         # per vs candidate: the table version it was last solved on, and the result
@@ -550,11 +570,24 @@ class StaticCurveFit:
             self.confident = False
             return
         self.best = best
+        self.top_speed = max(table.speed[i] for i in bins)
         self.rms_nm = math.sqrt(sse / (len(bins) + 0.1))
         self._history.append(best)
         if len(self._history) > _STABLE_SWEEPS:
             self._history.pop(0)
         self.confident = self._judge(table, bins)
+
+    def sees_drop(self) -> bool:
+        """Whether a measured bin reaches the fitted curve's half-drop speed vs·(ln 2)^(1/delta)
+        (0.83·vs for delta 2), where the Stribeck excess Fs − Fc has fallen to half: below it
+        the bins sit on top of the hump, whose slope the fit can meet with any split of the
+        level into Fc and Fs − Fc, and the fitted Fc is an extrapolation. Measured (``bench
+        compensation --accept``, seeds 1–8): three scans whose fastest bin was at 0.12–0.43 of
+        the fitted vs proposed Fc 0.0006–0.023 N·m (Fs/Fc 11–294) against plants of 0.12–0.21,
+        and ended 1.6–12.9× oracle once accepted; the fits that helped reached 0.98–7.5·vs."""
+        if self.best is None:
+            return False
+        return self.top_speed >= self.best[2] * math.log(2.0) ** (1.0 / self.delta)
 
     def _judge(self, table: SpeedTable, bins: list[int]) -> bool:
         """Confidence rule: ≥ 4 measured bins; one at or below the fitted vs and one at or above

@@ -120,6 +120,10 @@ class LuGreCompensator(Compensator):
         self._inconsistent_limit = adaptation.inconsistent_s if adaptation is not None else math.inf
         self._inconsistent_nm = (resolved(adaptation.inconsistent_residual_nm)
                                  if adaptation is not None else math.inf)
+        # the path table's odd lesson that raises reidentify, and at how many pass ends in a row
+        self._lesson_nm = (resolved(adaptation.lesson_threshold_nm)
+                           if adaptation is not None else math.inf)
+        self._lesson_passes = adaptation.lesson_passes if adaptation is not None else 1
         # the 1 Hz mean of |residual|: its gain per tick, for the tick length _abs_dt [s]
         self._abs_dt = 1e-3
         self._abs_gain = -expm1(-2.0 * math.pi * 1.0 * self._abs_dt)
@@ -262,6 +266,10 @@ class LuGreCompensator(Compensator):
         self.weights: tuple[float, ...] = ()
         self.reidentify_reason = ""
         self.reidentify_t_s = NAN  # when reidentify was raised (TickSignals.t_s) [s]
+        self._lesson_seen = 0  # the path table's pass ends judged so far
+        self._lesson_run = 0  # of them, in a row with the odd lesson above _lesson_nm
+        self._pass_jumped = False  # the reference jumped in the pass under way
+        self._lesson_a_prev = 0.0  # |a_ref| of the previous tick [rad/s²]
         self.estimate_weight = 0.0  # of F̂ in the feedforward, the axis off the reference [-]
         self.dob_nm = 0.0  # disturbance-observer term in the feedforward [N·m]
         self.dob_weight = 1.0  # its weight: 1 in transients, 0 in steady sliding [-]
@@ -999,6 +1007,13 @@ class LuGreCompensator(Compensator):
             # the reference jumped (a start from rest, a speed step): the loop's own transient
             # (a breakaway) follows; static-curve samples wait until it has settled
             self._dir_time_s = 0.0
+        # for the lesson alarm, a step of the velocity beyond what the planned acceleration of
+        # either tick explains (the test above also takes the end of every ramp)
+        a_prev = self._lesson_a_prev
+        a_max = a_ref if a_ref >= 0.0 else -a_ref
+        self._lesson_a_prev = a_max
+        a_max = a_max if a_max >= a_prev else a_prev
+        jumped = jump * jump > 4.0 * a_max * a_max * dt_s * dt_s + 1e-18
         path = self.path_table
         assert path is not None  # called only with learning on
         if direction == 0:
@@ -1015,6 +1030,12 @@ class LuGreCompensator(Compensator):
                                      self._model_residual)
         else:
             self.path_nm = path.step(d_ref, d_ref - back, direction, 0, residual, dt_s, False)
+        if path.pass_ends != self._lesson_seen:  # a pass ended (noticed once moving again)
+            self._lesson_seen = path.pass_ends
+            self._judge_lesson(path, s.t_s)
+            self._pass_jumped = jumped  # this tick starts the next pass
+        elif jumped:
+            self._pass_jumped = True
         vel = s.vel_rad_s
         travel = s.pos_rad - self._dir_start_pos
         travel = travel if travel >= 0.0 else -travel
@@ -1053,6 +1074,24 @@ class LuGreCompensator(Compensator):
                         and s.t_s - self._curve_applied_s >= 5.0):
                     self._apply_curve(s.t_s)
         return residual - path.predicted_nm
+
+    def _judge_lesson(self, path: PathTable, t_s: float) -> None:
+        """``reidentify`` (learned correction persists) once the path table's odd lesson
+        (:attr:`PathTable.odd_nm`) is above ``adaptation.lesson_threshold_nm`` at
+        ``lesson_passes`` pass ends in a row. A friction model's error is odd in the velocity
+        and comes back the same on every pass; an exact set's lessons wander from pass to pass
+        (README, Measured results, "Commissioning"). A pass in which the reference jumped (a
+        velocity step: no planned acceleration) is not judged: its lesson holds the loop's
+        own reaction to the jump, the unplanned J·Δv/dt read as friction, odd as well (traced:
+        the exact reference table on a ±0.05 rad/s step scan learns 0.7·Fc, the table's bound,
+        after each reversal)."""
+        if self.adaptation_cfg is None or self._pass_jumped:
+            return
+        self._lesson_run = self._lesson_run + 1 if path.odd_nm > self._lesson_nm else 0
+        if self._lesson_run >= self._lesson_passes and not self.reidentify:
+            self.reidentify = True
+            self.reidentify_reason = "learned correction persists"
+            self.reidentify_t_s = t_s
 
     def _shadow_step(self, model: LuGreObserver, z_prev: float, args: tuple) -> float:
         """The model's output this tick had the parameters not changed (same state, inputs)."""
@@ -1094,12 +1133,20 @@ def _fit_factors(comp: LuGreCompensator) -> tuple[float, float, float, float] | 
     return fc / b.Fc, fs / b.Fs, vs / b.vs, s2 / b.sigma2 if b.sigma2 > 0.0 else 1.0
 
 
+def proposes_fit(comp: LuGreCompensator) -> bool:
+    """Whether the proposal takes the static-curve fit: there is one, and its bins reach the
+    fitted curve's half-drop speed (:meth:`StaticCurveFit.sees_drop`)."""
+    fit = comp.curve_fit
+    return fit is not None and fit.sees_drop()
+
+
 def proposed_friction(comp: LuGreCompensator) -> FrictionParams:
     """The set proposed with ``reidentify``: the believed set (``controller.friction``) with the
     online static-curve fit's Fc, Fs, vs, sigma2 (as factors, so a directional set keeps its
-    asymmetry) — or, before any fit, with Fc and Fs at the adapter's level (vs, sigma2 as
-    believed). sigma0, sigma1 as believed."""
-    factors = _fit_factors(comp)
+    asymmetry) — or, before any fit or with a fit whose bins never reached its half-drop speed
+    (its Fc extrapolated), with Fc and Fs at the adapter's level (vs, sigma2 as believed). sigma0,
+    sigma1 as believed."""
+    factors = _fit_factors(comp) if proposes_fit(comp) else None
     if factors is not None:
         return _factored(comp._believed, factors)
     k = comp.adapter.scale if comp.adapter is not None else 1.0
@@ -1133,7 +1180,7 @@ def reidentify_report(comp: Compensator, out_dir: Path,
 
         friction = proposed_friction(comp)
         path = out_dir / "proposed_params.yaml"
-        if fitted:
+        if proposes_fit(comp):
             sources = {name: "online static-curve fit (quasi-steady sliding)"
                        for name in ("Fc", "Fs", "vs", "sigma2")}
         else:
@@ -1145,6 +1192,7 @@ def reidentify_report(comp: Compensator, out_dir: Path,
                          "reason": comp.reidentify_reason, "raised_at_s": comp.reidentify_t_s,
                          "fc_scale": comp.adapter.scale if comp.adapter is not None else 1.0,
                          "curve_fit_confident": fit is not None and fitted and fit.confident,
+                         "curve_fit_proposed": proposes_fit(comp),
                          "curve_fit_rms_nm": fit.rms_nm if fit is not None and fitted else None}))
         out["proposed_params"] = str(path)
     return out

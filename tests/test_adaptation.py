@@ -174,6 +174,17 @@ def test_adaptation_converges_after_an_fc_step():
     assert comp.watchdog.trips == 0 and not comp.reidentify
 
 
+def test_a_velocity_step_reference_raises_no_lesson_alarm():
+    """The exact set on ±0.05 rad/s velocity steps: after each step the path table learns the
+    loop's own reaction (the unplanned deceleration read as friction, odd in the velocity, up
+    to the table's bound), but a pass in which the reference jumped is not judged."""
+    comp = make_lugre_compensator(CFG.controller, adaptive=True)
+    run_loop(comp, SCAN, 13.0)
+    assert comp.path_table.pass_ends >= 5
+    assert comp.path_table.odd_nm > 2.0 * comp.adaptation_cfg.lesson_threshold_nm
+    assert not comp.reidentify
+
+
 # --- DriftMonitor ----------------------------------------------------------------------------
 
 

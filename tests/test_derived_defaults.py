@@ -80,6 +80,10 @@ def test_observer_defaults_follow_their_rules(p, J, pid_hz):
     assert a.rate_limit_nm_s == pytest.approx(0.25 * p.Fc)
     assert a.drift_low_threshold_nm == pytest.approx(0.1 * p.Fc)
     assert a.drift_high_threshold_nm == pytest.approx(0.05 * p.Fc)
+    # the lesson alarm: the correction a set 20 % off needs, at 4 pass ends in a row
+    assert a.lesson_threshold_nm == pytest.approx(0.2 * p.Fc) and a.lesson_passes == 4
+    assert resolve_adaptation(AdaptationConfig(lesson_threshold_nm=0.05), p).lesson_threshold_nm \
+        == 0.05
 
 
 def test_explicit_values_override_the_rules():

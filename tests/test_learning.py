@@ -98,7 +98,7 @@ def test_replay_of_a_learning_run_is_exact(tmp_path):
 
 from controller.friction_step import g  # noqa: E402
 from controller.learning import PathTable, SpeedTable, StaticCurveFit, quasi_steady  # noqa: E402
-from hil.bench_compensation import STIFF, with_plant_friction  # noqa: E402
+from hil.bench_compensation import DAMPED, STIFF, with_plant_friction  # noqa: E402
 
 
 def _stiff_mismatched():
@@ -130,6 +130,56 @@ def test_path_table_is_bounded_under_a_wrong_sign_residual_and_used_from_the_nex
     assert table.peak_nm == pytest.approx(0.14)
     table.reset()
     assert table.peak_nm == 0.0
+
+
+def test_the_odd_lesson_is_what_the_two_directions_learned_with_opposite_signs():
+    """``odd_nm`` (read by the lesson alarm): half the difference of the two directions' lessons,
+    bin by bin, set when a pass ends; a lesson the same in both directions is not odd."""
+    def one_pass(direction: int, residual: float) -> None:
+        for k in range(400):
+            table.step(1e-5 * k, 1e-5 * k - 1.6e-8, direction, 0, residual, 1e-3, False)
+        table.step(0.0, 0.0, 0, 0, 0.0, 1e-3, False)  # the pass ends at rest
+
+    table = PathTable(fs_nm=0.28, sigma0=3e4, limit_nm=0.14, time_constant_s=0.016, lag_s=0.0016)
+    one_pass(+1, -5.0)  # forward: the model pushed too hard (learned to the bound, -0.14)
+    assert table.pass_ends == 1 and table.odd_nm == pytest.approx(0.07)  # reverse: none yet
+    one_pass(-1, +5.0)  # reverse: too hard again, against that motion: odd in the velocity
+    assert table.pass_ends == 2 and table.odd_nm == pytest.approx(0.14)
+    table.reset()
+    one_pass(+1, -5.0)
+    one_pass(-1, -5.0)  # the same torque in both directions (a load, not friction)
+    assert table.peak_nm == pytest.approx(0.14) and table.odd_nm == pytest.approx(0.0, abs=1e-12)
+    table.reset()
+    assert table.pass_ends == 0 and table.odd_nm == 0.0
+
+
+def _damped_lesson_run(tmp_path, cfg, **adaptation):
+    # the other alarms quiet (and no static-curve fit): only the lesson can raise reidentify
+    quiet = dict(inconsistent_s=1e6, drift_low_threshold_nm=1e6, stribeck="off")
+    summary, log, _ = sim(_with(cfg, adaptation={**quiet, **adaptation}), tmp_path,
+                          scenario="reversal", duration_s=6.0, compensation="lugre_adaptive")
+    return summary, log
+
+
+def test_a_lesson_that_persists_over_passes_raises_reidentify(tmp_path):
+    """The damped table believed 30 % off: the path table learns the same odd correction pass
+    after pass (about 0.25–0.4·Fc); at the fourth pass end in a row above 0.2·Fc (the rule of
+    ``adaptation.lesson_threshold_nm``) reidentify is raised, within 5 s of the first motion.
+    The exact set learns far less and raises nothing; an explicit threshold overrides the rule."""
+    wrong = mismatched(with_plant_friction(reference_config(), DAMPED), 0.3)
+    summary, log = _damped_lesson_run(tmp_path / "wrong", wrong)
+    assert summary["reidentify"] and summary["reidentify_reason"] == "learned correction persists"
+    raised = summary["reidentify_at_s"]
+    assert raised - 0.2 <= 5.0  # the scenario's motion starts at 0.2 s
+    t, v_ref = log["t_s"], log["vel_ref_rad_s"]
+    turns = t[1:][np.sign(v_ref[1:]) != np.sign(v_ref[:-1])]  # starts, reversals, stops
+    passes_ended = int((turns[1:] <= raised + 1e-9).sum())  # each change after the first start
+    assert passes_ended == 4
+    summary, _ = _damped_lesson_run(tmp_path / "override", wrong, lesson_threshold_nm=10.0)
+    assert not summary["reidentify"]
+    exact = with_plant_friction(reference_config(), DAMPED)
+    summary, _ = _damped_lesson_run(tmp_path / "exact", exact)
+    assert not summary["reidentify"]
 
 
 def test_braking_lesson_for_a_rest_is_kept_only_when_the_pass_ends_at_rest():
@@ -439,6 +489,35 @@ def test_static_curve_fit_recovers_the_curve_and_is_confident_only_with_the_drop
     assert fit.confident
     assert fc == pytest.approx(0.3, rel=0.02) and fs == pytest.approx(0.4, rel=0.05)
     assert vs == pytest.approx(0.003, rel=0.1)
+
+
+def test_a_fit_that_never_saw_the_drop_is_not_proposed():
+    """Bins only on top of the Stribeck hump (none at the fitted half-drop speed 0.83·vs) leave
+    Fc an extrapolation: the proposal then takes the adapter's level, as before any fit; once a
+    bin reaches it the fit's set is proposed."""
+    from controller.lugre_compensator import proposed_friction, proposes_fit
+
+    true = LuGreParams(Fc=0.3, Fs=0.4, vs=0.003, sigma0=1e5, sigma1=100.0, sigma2=0.05)
+    table = SpeedTable(true.vs, 0.5, 2.0, 0.016, 2.0)
+    fit = StaticCurveFit(true.vs, true.sigma2, 2.0)
+    _fill(table, true, [0.0004, 0.0007, 0.001, 0.0015])
+    for _ in range(25 * 3):
+        fit.step(table)
+    assert fit.best is not None and fit.top_speed < 0.833 * fit.best[2]
+    assert not fit.sees_drop() and not fit.confident
+    comp = make_lugre_compensator(dataclasses.replace(
+        reference_config().controller, friction=true), adaptive=True)
+    comp.curve_fit = fit
+    comp.adapter.scale = 1.2
+    assert not proposes_fit(comp)
+    adapted = proposed_friction(comp)
+    assert (adapted.Fc, adapted.Fs, adapted.vs) == pytest.approx((0.36, 0.48, 0.003))
+    _fill(table, true, [0.003, 0.006, 0.01, 0.02])
+    for _ in range(25 * 3):
+        fit.step(table)
+    assert fit.sees_drop() and proposes_fit(comp)
+    proposed = proposed_friction(comp)
+    assert proposed.Fc == pytest.approx(0.3, rel=0.05) and proposed.vs == pytest.approx(fit.best[2])
 
 
 def test_speed_table_projects_a_wrong_sign_measurement():
