@@ -257,10 +257,12 @@ class AdaptationConfig:
     inconsistent_residual_nm: Optional[float] = None  # [N·m]; rule: 0.1·Fc
     lesson_threshold_nm: Optional[float] = None  # with observer.learning: the path table's
     #   lessons, odd in the velocity as a friction model's error is (half the difference of the
-    #   two directions' lessons, bin by bin), above this at lesson_passes pass ends in a row =>
-    #   reidentify (learned correction persists; a pass with a velocity step is not judged)
-    #   [N·m]; rule: 0.2·Fc, the correction a set 20 % off would need (the middle of the
-    #   15–30 % a believed set is wrong by)
+    #   two directions' lessons, bin by bin), above this + 0.5·J·|Δa| (the pass's largest step
+    #   of the planned acceleration) at lesson_passes judged pass ends in a row => reidentify
+    #   (learned correction persists; judged once both directions have ended a pass, not a pass
+    #   with a velocity step: LuGreCompensator._judge_lesson) [N·m]; rule: 0.2·Fc, the
+    #   correction a set 20 % off would need (the middle of the 15–30 % a believed set is
+    #   wrong by)
     lesson_passes: int = 4  # [-], see lesson_threshold_nm
     stribeck: Literal["off", "propose", "auto"] = "propose"  # the online static-curve fit (Fc,
     #   Fs, vs, sigma2 from quasi-steady sliding, controller.learning.StaticCurveFit): off: not

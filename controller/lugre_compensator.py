@@ -66,6 +66,8 @@ if TYPE_CHECKING:
     from .config import ControllerConfig
 
 NAN: Final = float("nan")
+# the lesson alarm's threshold grows by this share of J·|Δa| (_judge_lesson) [-]
+LESSON_ACC_SHARE: Final = 0.5
 
 
 class LuGreCompensator(Compensator):
@@ -269,7 +271,9 @@ class LuGreCompensator(Compensator):
         self._lesson_seen = 0  # the path table's pass ends judged so far
         self._lesson_run = 0  # of them, in a row with the odd lesson above _lesson_nm
         self._pass_jumped = False  # the reference jumped in the pass under way
-        self._lesson_a_prev = 0.0  # |a_ref| of the previous tick [rad/s²]
+        self._pass_da = 0.0  # its largest step of the planned acceleration [rad/s²]
+        self._lesson_a_prev = 0.0  # a_ref of the previous tick [rad/s²]
+        self._lesson_a_prev2 = 0.0  # and of the one before [rad/s²]
         self.estimate_weight = 0.0  # of F̂ in the feedforward, the axis off the reference [-]
         self.dob_nm = 0.0  # disturbance-observer term in the feedforward [N·m]
         self.dob_weight = 1.0  # its weight: 1 in transients, 0 in steady sliding [-]
@@ -1007,17 +1011,23 @@ class LuGreCompensator(Compensator):
             # the reference jumped (a start from rest, a speed step): the loop's own transient
             # (a breakaway) follows; static-curve samples wait until it has settled
             self._dir_time_s = 0.0
-        # for the lesson alarm, a step of the velocity beyond what the planned acceleration of
-        # either tick explains (the test above also takes the end of every ramp)
-        a_prev = self._lesson_a_prev
-        a_max = a_ref if a_ref >= 0.0 else -a_ref
-        self._lesson_a_prev = a_max
-        a_max = a_max if a_max >= a_prev else a_prev
+        # for the lesson alarm (_judge_lesson): a step of the velocity beyond what the planned
+        # acceleration of either tick explains (the test above also takes the end of every
+        # ramp), and the step of the planned acceleration over two ticks (a ramp's corner, split
+        # between the ticks it falls in)
+        a_now = a_ref if a_ref - a_ref == 0.0 else 0.0  # non-finite: none planned
+        a1 = self._lesson_a_prev
+        da = a_now - self._lesson_a_prev2
+        self._lesson_a_prev2 = a1
+        self._lesson_a_prev = a_now
+        a_max = a_now if a_now >= 0.0 else -a_now
+        a_max = a_max if a_max >= a1 and a_max >= -a1 else (a1 if a1 >= 0.0 else -a1)
         jumped = jump * jump > 4.0 * a_max * a_max * dt_s * dt_s + 1e-18
         path = self.path_table
         assert path is not None  # called only with learning on
         if direction == 0:
             self.path_nm = path.step(0.0, 0.0, 0, 0, 0.0, dt_s, True)
+            self._lesson_tick(path, s.t_s, jumped, da if da >= 0.0 else -da)
             return residual
         d_ref = s.pos_ref_rad - self._dir_start_ref
         d_ref = d_ref if d_ref >= 0.0 else -d_ref
@@ -1030,12 +1040,7 @@ class LuGreCompensator(Compensator):
                                      self._model_residual)
         else:
             self.path_nm = path.step(d_ref, d_ref - back, direction, 0, residual, dt_s, False)
-        if path.pass_ends != self._lesson_seen:  # a pass ended (noticed once moving again)
-            self._lesson_seen = path.pass_ends
-            self._judge_lesson(path, s.t_s)
-            self._pass_jumped = jumped  # this tick starts the next pass
-        elif jumped:
-            self._pass_jumped = True
+        self._lesson_tick(path, s.t_s, jumped, da if da >= 0.0 else -da)
         vel = s.vel_rad_s
         travel = s.pos_rad - self._dir_start_pos
         travel = travel if travel >= 0.0 else -travel
@@ -1075,19 +1080,42 @@ class LuGreCompensator(Compensator):
                     self._apply_curve(s.t_s)
         return residual - path.predicted_nm
 
+    def _lesson_tick(self, path: PathTable, t_s: float, jumped: bool, da: float) -> None:
+        """After the path table's step: when a pass has just ended (at a reversal, or at the
+        tick the reference comes to rest), judge it (:meth:`_judge_lesson`); this tick starts
+        the next pass. Keeps, for the pass under way, whether the reference jumped and the
+        largest step ``da`` of the planned acceleration [rad/s²]."""
+        if path.pass_ends != self._lesson_seen:
+            self._lesson_seen = path.pass_ends
+            self._judge_lesson(path, t_s)
+            self._pass_jumped = jumped
+            self._pass_da = da
+        else:
+            if jumped:
+                self._pass_jumped = True
+            if da > self._pass_da:
+                self._pass_da = da
+
     def _judge_lesson(self, path: PathTable, t_s: float) -> None:
         """``reidentify`` (learned correction persists) once the path table's odd lesson
-        (:attr:`PathTable.odd_nm`) is above ``adaptation.lesson_threshold_nm`` at
-        ``lesson_passes`` pass ends in a row. A friction model's error is odd in the velocity
-        and comes back the same on every pass; an exact set's lessons wander from pass to pass
-        (README, Measured results, "Commissioning"). A pass in which the reference jumped (a
-        velocity step: no planned acceleration) is not judged: its lesson holds the loop's
-        own reaction to the jump, the unplanned J·Δv/dt read as friction, odd as well (traced:
-        the exact reference table on a ±0.05 rad/s step scan learns 0.7·Fc, the table's bound,
-        after each reversal)."""
-        if self.adaptation_cfg is None or self._pass_jumped:
+        (:attr:`PathTable.odd_nm`) is above its threshold at ``lesson_passes`` judged pass ends
+        in a row. A friction model's error is odd in the velocity and comes back the same on
+        every pass; an exact set's lessons wander from pass to pass (README, Measured results,
+        "Commissioning"). Judged only once both directions have ended a pass (before, the
+        other direction's table is empty and the difference is one-sided: a constant load
+        would pass for odd). A pass in which the reference jumped (a velocity step: no planned
+        acceleration) is not judged, nor counted: its lesson holds the loop's own reaction to
+        the jump, the unplanned J·Δv/dt read as friction, odd as well (traced: the exact
+        reference table on a ±0.05 rad/s step scan learns 0.7·Fc, the table's bound, after
+        each reversal). For the same reason the threshold is ``lesson_threshold_nm`` +
+        LESSON_ACC_SHARE·J·|Δa|, |Δa| the pass's largest step of the planned acceleration (a
+        ramp's corner the loop lags at): on trapezoid scans (0.05 rad at 0.05 rad/s) the exact
+        damped table learned an odd 0.3·J·|Δa| at 2 rad/s² (0.24·Fc) and its bound at 5, the
+        reference table 0.1·J·|Δa| at 5 rad/s²; jerk-limited (40 rad/s³) 0.03–0.07·Fc."""
+        if self.adaptation_cfg is None or self._pass_jumped or self._passed != 3:
             return
-        self._lesson_run = self._lesson_run + 1 if path.odd_nm > self._lesson_nm else 0
+        threshold = self._lesson_nm + LESSON_ACC_SHARE * self.momentum.J * self._pass_da
+        self._lesson_run = self._lesson_run + 1 if path.odd_nm > threshold else 0
         if self._lesson_run >= self._lesson_passes and not self.reidentify:
             self.reidentify = True
             self.reidentify_reason = "learned correction persists"

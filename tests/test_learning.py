@@ -163,22 +163,44 @@ def _damped_lesson_run(tmp_path, cfg, **adaptation):
 
 def test_a_lesson_that_persists_over_passes_raises_reidentify(tmp_path):
     """The damped table believed 30 % off: the path table learns the same odd correction pass
-    after pass (about 0.25–0.4·Fc); at the fourth pass end in a row above 0.2·Fc (the rule of
-    ``adaptation.lesson_threshold_nm``) reidentify is raised, within 5 s of the first motion.
-    The exact set learns far less and raises nothing; an explicit threshold overrides the rule."""
+    after pass (about 0.25–0.4·Fc); judged from the first pass end at which both directions
+    have ended a pass (the second), at the fourth judged pass end in a row above 0.2·Fc (the
+    rule of ``adaptation.lesson_threshold_nm``; these smooth ramps add next to nothing to it)
+    reidentify is raised. The exact set learns far less and raises nothing; an explicit
+    threshold overrides the rule."""
     wrong = mismatched(with_plant_friction(reference_config(), DAMPED), 0.3)
     summary, log = _damped_lesson_run(tmp_path / "wrong", wrong)
     assert summary["reidentify"] and summary["reidentify_reason"] == "learned correction persists"
     raised = summary["reidentify_at_s"]
-    assert raised - 0.2 <= 5.0  # the scenario's motion starts at 0.2 s
     t, v_ref = log["t_s"], log["vel_ref_rad_s"]
     turns = t[1:][np.sign(v_ref[1:]) != np.sign(v_ref[:-1])]  # starts, reversals, stops
     passes_ended = int((turns[1:] <= raised + 1e-9).sum())  # each change after the first start
-    assert passes_ended == 4
+    assert passes_ended == 5
+    assert raised - 0.2 <= 5.5  # the scenario's motion starts at 0.2 s
     summary, _ = _damped_lesson_run(tmp_path / "override", wrong, lesson_threshold_nm=10.0)
     assert not summary["reidentify"]
     exact = with_plant_friction(reference_config(), DAMPED)
     summary, _ = _damped_lesson_run(tmp_path / "exact", exact)
+    assert not summary["reidentify"]
+
+
+def test_brisk_ramps_on_an_exact_set_raise_no_lesson_alarm(tmp_path):
+    """Trapezoid scans at 5 rad/s² without a jerk limit: at each corner the loop lags, and the
+    exact damped set learns an odd lesson up to the table's bound (0.7·Fc) pass after pass.
+    The threshold's 0.5·J·|Δa| keeps that reaction from reading as a wrong model; the same
+    scans jerk-limited learn a few hundredths of Fc."""
+    from controller.config import ReferenceConfig
+    from controller.reference import make_reference
+
+    exact = with_plant_friction(reference_config(), DAMPED)
+    quiet = dict(inconsistent_s=1e6, drift_low_threshold_nm=1e6, stribeck="off")
+    cfg = _with(exact, adaptation=quiet)
+    scan = ReferenceConfig(kind="scan", distance_rad=0.05, velocity_rad_s=0.05,
+                           max_accel_rad_s2=5.0, dwell_s=0.2, start_s=0.2)
+    ref = make_reference(scan, cfg.plant.encoder.rad_per_count, 12.0)
+    summary, _, _ = sim(cfg, tmp_path, scenario="scan", duration_s=12.0,
+                        compensation="lugre_adaptive", reference=ref)
+    assert summary["lesson_peak_nm"] >= 0.5 * DAMPED.Fc  # a large, repeated lesson
     assert not summary["reidentify"]
 
 
