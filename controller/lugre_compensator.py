@@ -355,8 +355,9 @@ class LuGreCompensator(Compensator):
     def warnings(self, rate_hz: float) -> list[str]:
         """The schedule's (a set or blend not passive, no region at the start); a momentum
         observer set faster than a tenth of the loop rate (its rule caps it there; README, "Loop
-        rate"); and, where the loop runs below ``observer.dob_min_rate_hz``, that the DOB term
-        is not fed."""
+        rate"); where the loop runs below ``observer.dob_min_rate_hz``, that the DOB term is not
+        fed; and a lesson alarm that can never be raised (the path table bounded at or below
+        its threshold)."""
         notes = list(self.scheduler.warnings) if self.scheduler else []
         mbw = self.momentum.bandwidth_hz
         if mbw > 1.01 * 0.1 * rate_hz:
@@ -368,6 +369,11 @@ class LuGreCompensator(Compensator):
                          f"is below dob_min_rate_hz {self._dob_min_rate_hz:.6g} (rule max(22.5·f_c, "
                          f"2·f_b): its loop through the residual, delayed a tick or aliasing the "
                          f"bristle mode, would cost more than it gains)")
+        path = self.path_table
+        if path is not None and self.adaptation_cfg is not None and path.limit_nm <= self._lesson_nm:
+            notes.append(f"controller.adaptation.lesson_threshold_nm: {self._lesson_nm:.4g} is not "
+                         f"below observer.learning_limit_nm {path.limit_nm:.4g}, the path table's "
+                         f"bound: the lesson alarm (learned correction persists) is never raised")
         return notes
 
     def _dob_fed(self, dt_s: float) -> bool:

@@ -184,6 +184,20 @@ def test_a_lesson_that_persists_over_passes_raises_reidentify(tmp_path):
     assert not summary["reidentify"]
 
 
+def test_a_lesson_threshold_the_table_cannot_reach_is_reported():
+    ctrl = reference_config().controller
+    assert not [w for w in make_lugre_compensator(ctrl, adaptive=True).warnings(1000.0)
+                if "lesson" in w]  # the rules: 0.2·Fc under the table's 0.5·Fs
+    ctrl = dataclasses.replace(ctrl, observer=dataclasses.replace(ctrl.observer,
+                                                                  learning_limit_nm=0.02))
+    (note,) = [w for w in make_lugre_compensator(ctrl, adaptive=True).warnings(1000.0)
+               if "lesson" in w]
+    assert note.startswith("controller.adaptation.lesson_threshold_nm: 0.04 is not below "
+                           "observer.learning_limit_nm 0.02")
+    assert not [w for w in make_lugre_compensator(ctrl, adaptive=False).warnings(1000.0)
+                if "lesson" in w]  # lugre: no alarms at all
+
+
 def test_brisk_ramps_on_an_exact_set_raise_no_lesson_alarm(tmp_path):
     """Trapezoid scans at 5 rad/s² without a jerk limit: at each corner the loop lags, and the
     exact damped set learns an odd lesson up to the table's bound (0.7·Fc) pass after pass.
