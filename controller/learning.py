@@ -596,8 +596,8 @@ class StaticCurveFit:
         grid step, Fs within 5 %)."""
         assert self.best is not None
         fc, fs, vs, _ = self.best
-        speeds = [table.speed[i] for i in bins]
-        if len(bins) < 4 or min(speeds) > vs or max(speeds) < 3.0 * vs:
+        if (len(bins) < 4 or min(table.speed[i] for i in bins) > vs
+                or self.top_speed < 3.0 * vs):
             return False
         if vs <= self.vs_grid[0] or vs >= self.vs_grid[-1] or self.rms_nm > 0.05 * fc:
             return False

@@ -1026,9 +1026,8 @@ class LuGreCompensator(Compensator):
         da = a_now - self._lesson_a_prev2
         self._lesson_a_prev2 = a1
         self._lesson_a_prev = a_now
-        a_max = a_now if a_now >= 0.0 else -a_now
-        a_max = a_max if a_max >= a1 and a_max >= -a1 else (a1 if a1 >= 0.0 else -a1)
-        jumped = jump * jump > 4.0 * a_max * a_max * dt_s * dt_s + 1e-18
+        a_sq = a_now * a_now if a_now * a_now >= a1 * a1 else a1 * a1  # the larger a² of the two
+        jumped = jump * jump > 4.0 * a_sq * dt_s * dt_s + 1e-18
         path = self.path_table
         assert path is not None  # called only with learning on
         if direction == 0:

@@ -374,6 +374,11 @@ def creep_worse(ix, case: str) -> bool:
     return a > min(ix[(case, "creep", m)]["rms_error_rad"] for m in ("off", "stribeck"))
 
 
+def median_within(ratios: np.ndarray) -> tuple[float, float]:
+    """The Monte Carlo line's figures: the median ratio (NaN-aware) and the share within 1.5×."""
+    return float(np.nanmedian(ratios)), float(np.mean(ratios <= 1.5))
+
+
 TIE_COUNTS = 0.1  # an rms excess below this (encoder counts) is reported as within resolution
 
 
@@ -401,7 +406,7 @@ def goal_report(cases, results: list[dict[str, Any]]) -> list[str]:
                  f"{_verdict(ok)}: worst " + ", ".join(f"{sc} {w[sc][0]:.2f} ({w[sc][1]})"
                                                         for sc in GOAL_SCENARIOS))
     rv = worst(wrong, "reversal")
-    scn = worst(wrong, "scan", "second_half_rms_rad")
+    scn = worst(wrong, "scan", goal_key("scan"))
     creep_bad = [c for c in wrong if (c, "creep", "lugre_adaptive") in ix and creep_worse(ix, c)]
     ok = rv[0] <= 1.5 and scn[0] <= 1.5 and not creep_bad
     lines.append("goal believed set 15–30 % off: reversal, scan (second half) ≤ 1.5× oracle, creep "
@@ -432,8 +437,7 @@ def goal_report(cases, results: list[dict[str, Any]]) -> list[str]:
                     f"{TIE_COUNTS:g} count rms" if worse else ""))
     mc = [c for c, k in kinds.items() if k == "mc"]
     if mc:
-        rr = np.array([ratio(ix, c, "reversal") for c in mc])
-        med, within = float(np.nanmedian(rr)), float(np.mean(rr <= 1.5))
+        med, within = median_within(np.array([ratio(ix, c, "reversal") for c in mc]))
         lines.append(f"goal Monte Carlo reversal: median ≤ 1.0× oracle, ≥ 90 % within 1.5× — "
                      f"{_verdict(med <= 1.0 and within >= 0.9)}: median {med:.2f}, "
                      f"{within:.0%} within 1.5× ({len(mc)} plants)")
@@ -503,9 +507,9 @@ def accepted_report(ix, kinds: dict[str, str]) -> str:
     creeps = sum(sc == "creep" for _, sc in runs)
     mc = np.array([goal_ratio(after[(c, "reversal")], "reversal") for c, sc in runs
                    if sc == "reversal" and kinds[c] == "mc"])
-    monte_carlo = (f"; Monte Carlo reversal median {float(np.nanmedian(mc)):.2f}, "
-                   f"{float(np.mean(mc <= 1.5)):.0%} within 1.5× ({mc.size} plants)"
-                   if mc.size else "")
+    med, within = median_within(mc) if mc.size else (math.nan, math.nan)
+    monte_carlo = (f"; Monte Carlo reversal median {med:.2f}, {within:.0%} within 1.5× "
+                   f"({mc.size} plants)" if mc.size else "")
     return ("commissioning: believed set off, each reidentify proposal accepted (the same scenario "
             "rerun with its proposed_params.yaml): reversal, scan (second half) ≤ 1.5× oracle, creep "
             f"never worse than stribeck/off — {_verdict(ok)}: worst reversal {rv[0]:.2f} ({rv[1]}), "
