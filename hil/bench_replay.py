@@ -24,7 +24,8 @@ from typing import Any
 
 from controller.config import load_config, resolve_config_path
 
-TIMING_KEYS = ("replay_wall_s", "replay_realtime_factor", "log", "report")
+# what differs between two runs of the same replay: its timing, and paths in its own out dir
+TIMING_KEYS = ("replay_wall_s", "replay_realtime_factor", "log", "report", "proposed_params")
 
 
 def record_log(config: str, seconds: float, out: Path) -> Path:
@@ -59,6 +60,7 @@ def pure_python_figures(log: Path, repeat: int) -> dict[str, Any]:
 
 def batch_figures(log: Path, copies: int, jobs: int, out: Path) -> dict[str, Any]:
     from controller.executor import ExecutorSpec, run_map
+    from controller.runner import _json_safe  # compared as written (NaN: null)
     from hil.replay import ReplayTask, replay_task
 
     walls, results = {}, {}
@@ -67,7 +69,8 @@ def batch_figures(log: Path, copies: int, jobs: int, out: Path) -> dict[str, Any
         t0 = time.perf_counter()
         summaries = run_map(replay_task, tasks, ExecutorSpec(jobs=n))
         walls[n] = time.perf_counter() - t0
-        results[n] = [{k: v for k, v in s.items() if k not in TIMING_KEYS} for s in summaries]
+        results[n] = [_json_safe({k: v for k, v in s.items() if k not in TIMING_KEYS})
+                      for s in summaries]
     return {"copies": copies, "jobs": jobs, "wall_jobs1_s": walls[1], "wall_jobsN_s": walls[jobs],
             "speedup": walls[1] / walls[jobs], "identical": results[1] == results[jobs]}
 

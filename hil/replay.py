@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from controller.compensation import Compensator
 from controller.config import Config, believing, config_from_mapping
 from controller.control_law import CONTROL_LAW_REVISION
 from controller.friction import FrictionParams
@@ -48,6 +49,7 @@ class ReplayResult:
     rows: np.ndarray  # indices of the replayed rows in the log
     wall_s: float
     compensation: str
+    compensator: Compensator | None = None  # as the last tick left it (the alarm's reason, set)
 
 
 def config_from_log(run: RunLog, source: str = "log") -> Config:
@@ -64,11 +66,12 @@ def controlled_rows(run: RunLog) -> np.ndarray:
 
 def _replay_ticks(cfg: Config, mode: str, dt: float, cols: dict[str, list], n: int,
                   progress: Callable[[float, float], None] | None = None,
-                  reference_from_measurement: bool = False) -> tuple[np.ndarray, float]:
+                  reference_from_measurement: bool = False
+                  ) -> tuple[np.ndarray, float, Compensator]:
     """:func:`hil.replay_loop.replay_ticks` as an array: rows × REPLAY_COLUMNS[1:]."""
-    rec, wall = replay_ticks(cfg, mode, dt, cols, n, progress, reference_from_measurement)
+    rec, wall, comp = replay_ticks(cfg, mode, dt, cols, n, progress, reference_from_measurement)
     out = np.array(rec, dtype=float).T if rec else np.empty((len(REPLAY_COLUMNS) - 1, 0))
-    return out, wall
+    return out, wall, comp
 
 
 def replay_log(run: RunLog, cfg: Config, compensation: str | None = None,
@@ -87,10 +90,11 @@ def replay_log(run: RunLog, cfg: Config, compensation: str | None = None,
         cols["vel_dt_s"] = run["vel_dt_s"][rows].tolist()
     cols["payload_kg"] = (run["payload_kg"][rows] if "payload_kg" in run.columns
                           else np.zeros(n)).tolist()
-    out, wall = _replay_ticks(cfg, mode, dt, cols, n, progress)
+    out, wall, comp = _replay_ticks(cfg, mode, dt, cols, n, progress)
     f_hat, z_hat, fc_hat, residual, torque, reidentify, learned = out  # REPLAY_COLUMNS[1:]
     return ReplayResult(run["t_s"][rows], f_hat, z_hat, fc_hat, residual, torque, reidentify,
-                        learned, logged=run, rows=rows, wall_s=wall, compensation=mode)
+                        learned, logged=run, rows=rows, wall_s=wall, compensation=mode,
+                        compensator=comp)
 
 
 def replay_capture(path: Path, cfg: Config, out_dir: Path, *, protocol: str | None = None,
@@ -110,8 +114,8 @@ def replay_capture(path: Path, cfg: Config, out_dir: Path, *, protocol: str | No
             "current_a": cap.current_a.tolist(), "temperature_c": nan_list,
             "payload_kg": [0.0] * n, "friction_true_nm": nan_list,
             "torque_cmd_nm": np.nan_to_num(cap.torque_cmd_nm).tolist()}
-    out, wall = _replay_ticks(cfg, mode, cfg.loop.dt_s, cols, n, progress,
-                              reference_from_measurement=True)
+    out, wall, _ = _replay_ticks(cfg, mode, cfg.loop.dt_s, cols, n, progress,
+                                 reference_from_measurement=True)
     f_hat, torque = out[0], cap.torque_cmd_nm
     duration = n * cfg.loop.dt_s
     summary = {
@@ -195,6 +199,8 @@ def replay_summary(res: ReplayResult) -> dict[str, Any]:
         "rms_diff_friction_hat_nm": float(np.sqrt(np.nanmean(diff_f**2))) if rows.size else math.nan,
         "fc_hat_final_nm": float(res.fc_hat_nm[-1]) if rows.size else math.nan,
         "reidentify": bool(res.reidentify.any()),
+        "logged_reidentify": (bool(np.nanmax(run["reidentify"][rows]) > 0)
+                              if rows.size and "reidentify" in run.columns else None),
         "log_complete": run.complete,
         "log_problem": run.problem,
         "logged_control_law_revision": run.header.get("control_law_revision"),
@@ -304,6 +310,10 @@ def replay(log_path: Path, out_dir: Path, *, params: FrictionParams | Identified
     summary = replay_summary(res)
     summary["log"] = str(log_path)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if res.compensator is not None:  # the alarm's reason and time, its proposed set (as sim's)
+        from controller.lugre_compensator import reidentify_report
+
+        summary.update(reidentify_report(res.compensator, out_dir, cfg.axis))
     if plot:
         summary["report"] = str(plot_replay(res, out_dir / "replay.png"))
     np.savetxt(out_dir / "replay.csv", np.column_stack([res.t_s, res.friction_hat_nm, res.z_hat,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from controller.compensation import TickSignals, make_compensator
+from controller.compensation import Compensator, TickSignals, make_compensator
 from controller.config import Config
 from controller.control_law import ControlLaw
 from controller.velocity import VelocityEstimator
@@ -15,7 +15,8 @@ from controller.velocity import VelocityEstimator
 
 def replay_ticks(cfg: Config, mode: str, dt: float, cols: dict[str, list[float]], n: int,
                  progress: Callable[[float, float], None] | None = None,
-                 reference_from_measurement: bool = False) -> tuple[list[tuple[float, ...]], float]:
+                 reference_from_measurement: bool = False
+                 ) -> tuple[list[tuple[float, ...]], float, Compensator]:
     """The loop's estimate-and-control path over n recorded ticks. ``cols`` holds lists:
     t_s, pos_rad, drive_vel_rad_s, pos_ref_rad, vel_ref_rad_s, acc_ref_rad_s2, current_a,
     temperature_c, payload_kg, friction_true_nm, torque_cmd_nm (what the drive was sent),
@@ -25,7 +26,8 @@ def replay_ticks(cfg: Config, mode: str, dt: float, cols: dict[str, list[float]]
     the nominal periods since the last new sample, exact in lockstep only).
     ``reference_from_measurement``: no reference was recorded (a raw capture): the reference is
     the measured motion itself. Returns (one tuple per tick: friction_hat_nm, z_hat, fc_hat_nm,
-    residual_nm, torque_cmd_nm, reidentify, learned_nm; wall seconds of the loop)."""
+    residual_nm, torque_cmd_nm, reidentify, learned_nm; wall seconds of the loop; the
+    compensator as the last tick left it, for the alarm's reason and proposed set)."""
     compensator = make_compensator(cfg.controller, mode, cfg.loop.rate_hz)
     law = ControlLaw(cfg.controller, compensator)
     velocity = VelocityEstimator(cfg.controller.velocity.source, cfg.controller.velocity.cutoff_hz)
@@ -84,4 +86,4 @@ def replay_ticks(cfg: Config, mode: str, dt: float, cols: dict[str, list[float]]
         u_prev = c_cmd[j]  # what the drive was actually sent
         if progress is not None and j % every == 0:
             progress(j, n)
-    return rec, time.perf_counter() - t_wall
+    return rec, time.perf_counter() - t_wall, compensator

@@ -32,9 +32,16 @@ def _deadlock_config():
     return mismatched(cfg, 0.3)  # every parameter and J 30 % off
 
 
-def test_believed_set_30_percent_off_with_large_sigma1_raises_reidentify_within_5_s(tmp_path):
-    summary, log, _ = sim(_deadlock_config(), tmp_path, scenario="reversal", duration_s=6.0,
+@pytest.fixture(scope="module")
+def deadlock_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("deadlock")
+    summary, log, _ = sim(_deadlock_config(), out, scenario="reversal", duration_s=6.0,
                           compensation="lugre_adaptive")
+    return summary, log, out
+
+
+def test_believed_set_30_percent_off_with_large_sigma1_raises_reidentify_within_5_s(deadlock_run):
+    summary, log, out = deadlock_run
     t, fallback, alarm = log["t_s"], log["fallback"], log["reidentify"]
     assert summary["reidentify"] and summary["reidentify_reason"] in (
         "model inconsistent", "static curve differs (online fit)")
@@ -43,13 +50,32 @@ def test_believed_set_30_percent_off_with_large_sigma1_raises_reidentify_within_
     assert summary["reidentify_at_s"] - motion_start <= 5.0
     assert not fallback[t > 4.0].any()  # not stuck in fallback: the adapter kept working
     assert abs(summary["fc_hat_final_nm"] - 0.14) > 0.02  # Fc_hat moved from the believed 0.14
-    proposal = yaml.safe_load((tmp_path / "proposed_params.yaml").read_text())
+    proposal = yaml.safe_load((out / "proposed_params.yaml").read_text())
     proposed = LuGreParams(**proposal["friction"])
     assert proposal["diagnostics"]["reason"] == summary["reidentify_reason"]
     assert abs(proposed.Fc - 0.2) < abs(0.14 - 0.2)  # closer to the true Fc than believed
     # what the path table learned the model misses after each reversal, within its bound
     assert 0.0 < summary["lesson_peak_nm"] <= 0.5 * 0.28 * 1.3 + 1e-12
     assert summary["units"]["lesson_peak_nm"] == "N·m"
+
+
+def test_replay_reports_the_alarm_its_reason_and_its_proposal(deadlock_run, tmp_path):
+    """An analyst replaying a log sees which alarm the replayed law raised, when, and the set it
+    proposes (the same file as the run's): with the logged code and set, those of the run."""
+    summary, _, out = deadlock_run
+    result = replay(out / "run.fctl", tmp_path, plot=False)
+    assert result["reidentify"] and result["logged_reidentify"]
+    assert result["reidentify_reason"] == summary["reidentify_reason"]
+    assert result["reidentify_at_s"] == summary["reidentify_at_s"]
+    assert result["lesson_peak_nm"] == summary["lesson_peak_nm"]
+    assert result["proposed_params"] == str(tmp_path / "proposed_params.yaml")
+    assert ((tmp_path / "proposed_params.yaml").read_text()
+            == (out / "proposed_params.yaml").read_text())
+    # the alarm is the replayed law's, not copied from the log: ``lugre`` raises none
+    fixed = replay(out / "run.fctl", tmp_path / "lugre", compensation="lugre", plot=False)
+    assert fixed["logged_reidentify"] and not fixed["reidentify"]
+    assert "reidentify_reason" not in fixed
+    assert not (tmp_path / "lugre" / "proposed_params.yaml").exists()
 
 
 def test_exact_reference_set_raises_no_alarm(tmp_path):
