@@ -286,15 +286,19 @@ def batch_out_dirs(sources: list[Path], out: Path) -> list[Path]:
 
 
 def format_batch(summaries: list[dict[str, Any]]) -> str:
-    """One line per replayed source: ticks, speed, and the largest difference from the log."""
+    """One line per replayed source: ticks, speed, the largest difference from the log, and
+    the replayed law's alarm (its reason and time; ``-`` for none)."""
     force = ((summaries[0].get("units") or {}).get("max_abs_diff_friction_hat_nm", "N·m")
              if summaries else "N·m")
-    lines = [f"{'source':<48}{'mode':>16}{'ticks':>9}{'x realtime':>12}{'max |df| ' + force:>14}"]
+    lines = [f"{'source':<48}{'mode':>16}{'ticks':>9}{'x realtime':>12}{'max |df| ' + force:>14}"
+             "  reidentify"]
     for s in summaries:
         diff = s.get("max_abs_diff_friction_hat_nm")
+        at = s.get("reidentify_at_s", math.nan)
+        alarm = f"{s.get('reidentify_reason', 'raised')} at {at:.2f} s" if s.get("reidentify") else "-"
         lines.append(f"{str(s.get('log') or s.get('source')):<48}{s['compensation']:>16}"
                      f"{s['ticks']:>9}{s['replay_realtime_factor']:>12.1f}"
-                     f"{'-' if diff is None else format(diff, '.3g'):>14}")
+                     f"{'-' if diff is None else format(diff, '.3g'):>14}  {alarm}")
     return "\n".join(lines)
 
 

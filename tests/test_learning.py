@@ -18,7 +18,7 @@ from controller.friction import LuGreParams
 from controller.lugre_compensator import make_lugre_compensator
 from controller.runlog import read_log
 from hil.bench_compensation import build_cases, mismatched, resolve_config_path
-from hil.replay import replay
+from hil.replay import format_batch, replay
 
 from .conftest import reference_config, sim
 
@@ -76,6 +76,11 @@ def test_replay_reports_the_alarm_its_reason_and_its_proposal(deadlock_run, tmp_
     assert fixed["logged_reidentify"] and not fixed["reidentify"]
     assert "reidentify_reason" not in fixed
     assert not (tmp_path / "lugre" / "proposed_params.yaml").exists()
+    # a batch's table names each replay's alarm
+    _, raised, quiet = format_batch([result, fixed]).splitlines()
+    reason, at = summary["reidentify_reason"], summary["reidentify_at_s"]
+    assert raised.endswith(f"  {reason} at {at:.2f} s")
+    assert quiet.endswith("  -")
 
 
 def test_exact_reference_set_raises_no_alarm(tmp_path):
