@@ -421,7 +421,9 @@ def goal_report(cases, results: list[dict[str, Any]]) -> list[str]:
     # count is the luck of where the count edges fall as much as the compensation (the verdict
     # stays strict; the figures say which losses are of that kind)
     counts = {name: c.plant.encoder.rad_per_count for name, _, c in cases}
-    worse, excess = [], []
+    # and whether the oracle (the plant's own model, fed forward the same way) loses there too:
+    # then the loss is the dynamic model's against the static curve, not the adaptation's
+    worse, excess, oracle_too = [], [], 0
     for c in (c for c, k in kinds.items() if k != "accepted"):  # the shipped config's runs
         for sc in GOAL_SCENARIOS:
             for m in ("off", "stribeck"):
@@ -430,11 +432,14 @@ def goal_report(cases, results: list[dict[str, Any]]) -> list[str]:
                     x = (a["rms_error_rad"] - b["rms_error_rad"]) / counts[c]
                     worse.append(f"{c}/{sc} vs {m} (+{x:.2f} count)")
                     excess.append(x)
+                    o = ix.get((c, sc, "oracle"))
+                    oracle_too += bool(o and o["rms_error_rad"] > b["rms_error_rad"])
     small = sum(x < TIE_COUNTS for x in excess)
     lines.append("goal never worse than off or stribeck (every case and scenario) — "
                  f"{_verdict(not worse)}"
                  + (f": worse in {', '.join(worse)}; {small} of {len(worse)} by less than "
-                    f"{TIE_COUNTS:g} count rms" if worse else ""))
+                    f"{TIE_COUNTS:g} count rms; the oracle worse there too in {oracle_too} of "
+                    f"{len(worse)}" if worse else ""))
     mc = [c for c, k in kinds.items() if k == "mc"]
     if mc:
         med, within = median_within(np.array([ratio(ix, c, "reversal") for c in mc]))

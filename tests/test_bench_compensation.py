@@ -107,12 +107,20 @@ def test_monte_carlo_plants_believed_exactly_join_the_exact_set_and_never_worse_
     # the excess in encoder counts of rms (1 µrad over stribeck's 3), and how many are tiny
     q = cases[0][2].plant.encoder.rad_per_count
     assert f"mc1/exact/creep vs stribeck (+{1.0 / q:.2f} count)" in never
-    assert never.endswith("0 of 1 by less than 0.1 count rms")
+    assert never.endswith("0 of 1 by less than 0.1 count rms; "
+                          "the oracle worse there too in 0 of 1")
     tiny = dict(bad, case="mc0/exact", rms_error_rad=3.0 + 0.05 * q)
     tiny_line = next(line for line in goal_report(cases + exact, results + [tiny])
                      if line.startswith("goal never worse"))
     assert "mc0/exact/creep vs stribeck (+0.05 count)" in tiny_line
-    assert tiny_line.endswith("1 of 2 by less than 0.1 count rms")
+    assert "; 1 of 2 by less than 0.1 count rms;" in tiny_line
+    # where the plant's own model loses to stribeck as well, the line says so
+    oracle = next(r for r in results if (r["case"], r["scenario"], r["mode"])
+                  == ("mc1/exact", "creep", "oracle"))
+    lost = [dict(oracle, rms_error_rad=3.5) if r is oracle else r for r in results]
+    lost_line = next(line for line in goal_report(cases + exact, lost)
+                     if line.startswith("goal never worse"))
+    assert lost_line.endswith("the oracle worse there too in 1 of 1")
     without = goal_report(cases, [r for r in results if not r["case"].endswith("/exact")])
     assert all(" met" in line and "NOT" not in line for line in without
                if line.startswith(("goal exact set", "goal never worse")))
