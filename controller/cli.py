@@ -417,10 +417,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
     capture_cfg = _load(args, params=False) if is_capture else None
     if capture_cfg is not None:
         _rotary_only(capture_cfg, "replay of a drive capture")
+    outs = batch_out_dirs(sources, Path(args.out))
+    for src, out in zip(sources, outs):  # a run's own folder: its summary.json would be lost
+        if out.resolve() == src.resolve().parent:
+            raise UsageError(f"--out {args.out}: is the folder of {src}; the replay would "
+                             "overwrite the run's summary.json (and proposed_params.yaml): "
+                             "name another")
     tasks = [ReplayTask(src, out, params=params, compensation=args.compensation, plot=not args.no_plot,
                         capture_cfg=capture_cfg if src.suffix.lower() in CAPTURE_SUFFIXES else None,
                         protocol=args.protocol)
-             for src, out in zip(sources, batch_out_dirs(sources, Path(args.out)))]
+             for src, out in zip(sources, outs)]
     spec = spec_from_args(args)
     if len(tasks) == 1 and spec.jobs == 1 and spec.cluster is None:
         progress = Progress("replay")

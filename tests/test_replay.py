@@ -277,3 +277,17 @@ def test_corrupted_inputs_give_one_line_errors(adaptive_run, tmp_path):
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("frictionctl: error:"), proc.stderr
         assert str(target) in lines[0]
+
+
+def test_a_replay_into_the_runs_own_folder_is_refused(adaptive_run, tmp_path):
+    """The replay writes summary.json (and, with an alarm, proposed_params.yaml) into --out: into
+    the run's own folder that would overwrite the run's. One line, exit 2, nothing written."""
+    path, _ = adaptive_run
+    before = {p.name: p.read_bytes() for p in path.parent.iterdir() if p.is_file()}
+    proc = subprocess.run([sys.executable, "-m", "controller.cli", "replay", str(path),
+                           "--out", str(path.parent)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("frictionctl: error: --out"), proc.stderr
+    assert "summary.json" in lines[0] and str(path) in lines[0]
+    assert {p.name: p.read_bytes() for p in path.parent.iterdir() if p.is_file()} == before
