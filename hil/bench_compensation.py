@@ -421,8 +421,9 @@ def goal_report(cases, results: list[dict[str, Any]]) -> list[str]:
     # count is the luck of where the count edges fall as much as the compensation (the verdict
     # stays strict; the figures say which losses are of that kind)
     counts = {name: c.plant.encoder.rad_per_count for name, _, c in cases}
-    # and whether the oracle (the plant's own model, fed forward the same way) loses there too:
-    # then the loss is the dynamic model's against the static curve, not the adaptation's
+    # and whether the oracle (the plant's true friction fed forward: an exact cancellation, the
+    # friction's damping included) loses there too: then cancelling the friction exactly loses
+    # to the static curve there, whatever the adaptation does
     worse, excess, oracle_too = [], [], 0
     for c in (c for c, k in kinds.items() if k != "accepted"):  # the shipped config's runs
         for sc in GOAL_SCENARIOS:
