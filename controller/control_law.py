@@ -18,9 +18,11 @@ from .pid import PID, inertia_feedforward
 #   2  that first start ends where the reference first reverses or leaves pre-sliding
 #   3  the momentum balance takes out the velocity filter's lag for an axis on its plan, and
 #      the DOB brakes only a lurch (the axis ahead of the reference and pulling away)
+#   4  once the axis hunts at rest, less of the bristle spring is fed forward at rest
+#      (LuGreCompensator._watch_rest)
 #   (controller.friction_se, which widens the feedforward model's bound, is not a bump: a log
 #   without it replays as before, and one with it names it in its header's config)
-CONTROL_LAW_REVISION = 3
+CONTROL_LAW_REVISION = 4
 
 
 class ControlLaw:

@@ -140,7 +140,9 @@ class ObserverConfig:
     #   (sigma0·ẑ − (1 − κ)·sigma0·Δθ, Δθ the motion since the stop) [-]; rule:
     #   min(1, 1/1.3 + kp/sigma0): the spring fed forward never exceeds the plant's own plus the
     #   position loop's kp for a believed sigma0 up to 30 % high (else a negative net stiffness:
-    #   the axis hunts at rest)
+    #   the axis hunts at rest). Against bristles holding the sliding friction the spring acts
+    #   twice (LuGreCompensator._at_rest): once the axis hunts at rest (three large, slow swings,
+    #   _watch_rest), min(κ, 2/1.3 − 1 + kp/sigma0) from then on, unless κ is stated here
     rest_spring_s: Optional[float] = None  # the reduction of the spring at rest
     #   (rest_stiffness) acts on motion faster than this: a first-order high-pass of the motion
     #   since the stop [s]; rule: kp/ki (the PID's integral time: slower motion at rest is the
