@@ -318,6 +318,7 @@ def replay(log_path: Path, out_dir: Path, *, params: FrictionParams | Identified
         from controller.lugre_compensator import reidentify_report
 
         summary.update(reidentify_report(res.compensator, out_dir, cfg.axis))
+        with_units(summary, axis_of_log_units(res.logged.units))  # its figures' units too
     if plot:
         summary["report"] = str(plot_replay(res, out_dir / "replay.png"))
     np.savetxt(out_dir / "replay.csv", np.column_stack([res.t_s, res.friction_hat_nm, res.z_hat,

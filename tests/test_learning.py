@@ -68,6 +68,7 @@ def test_replay_reports_the_alarm_its_reason_and_its_proposal(deadlock_run, tmp_
     assert result["reidentify_reason"] == summary["reidentify_reason"]
     assert result["reidentify_at_s"] == summary["reidentify_at_s"]
     assert result["lesson_peak_nm"] == summary["lesson_peak_nm"]
+    assert result["units"]["lesson_peak_nm"] == "N·m" and result["units"]["reidentify_at_s"] == "s"
     assert result["proposed_params"] == str(tmp_path / "proposed_params.yaml")
     assert ((tmp_path / "proposed_params.yaml").read_text()
             == (out / "proposed_params.yaml").read_text())
