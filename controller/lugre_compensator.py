@@ -875,7 +875,7 @@ class LuGreCompensator(Compensator):
         self._rest_length_s += dt_s
 
     def _at_rest(self, ff_model: LuGreObserver, est: LuGreObserver, pos: float,
-                 dt_s: float, pos_ref: float = 0.0, t_s: float = 0.0) -> float:
+                 dt_s: float, pos_ref: float, t_s: float) -> float:
         """The reference holds still after a motion that slid: the feedforward is the estimator's static friction
         sigma0·ẑ, and the model takes the estimator's bristle state for the next start.
 
