@@ -20,9 +20,11 @@ from .pid import PID, inertia_feedforward
 #      the DOB brakes only a lurch (the axis ahead of the reference and pulling away)
 #   4  once the axis hunts at rest, less of the bristle spring is fed forward at rest
 #      (LuGreCompensator._watch_rest)
+#   5  beyond the path table's last bin its term falls at observer.handover_rate_nm_s instead
+#      of ending in one tick (controller.learning.PathTable)
 #   (controller.friction_se, which widens the feedforward model's bound, is not a bump: a log
 #   without it replays as before, and one with it names it in its header's config)
-CONTROL_LAW_REVISION = 4
+CONTROL_LAW_REVISION = 5
 
 
 class ControlLaw:

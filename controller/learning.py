@@ -41,12 +41,15 @@ last pass, which unfiltered builds up pass by pass on heavily damped bristles; t
 a start keep their lesson as learned (the pre-sliding transient has real structure from bin to
 bin: smoothing them too cost more than it gained, measured in the README). The term is dead-zoned (what a
 well-modelled plant leaves is not fed forward), bounded to ±limit, frozen while held
-(saturation, fault, non-finite input), zero beyond the last bin (steady sliding pays no noise
-for it) and, at rest, released with ``release_s`` (rule: ``observer.learning_release_s``): the
-term fed at the stop decays rather than vanishing in one tick, a torque step on the stopping
-axis (measured with the PID's integral time as ``release_s``,
-``bench compensation`` over noise seeds 1–4: mismatched scans beyond 1.5× oracle 13 → 9 of 92,
-the worst per seed 1.54 → 1.32, 2.60 → 1.79, 5.11 → 4.54, 2.04 → 2.00).
+(saturation, fault, non-finite input), beyond the last bin held at what it fed there and
+falling at ``handover_nm_s`` (rule: ``observer.handover_rate_nm_s``; steady sliding pays no
+noise for it, and what the table held, a load the model lacks or a level error, is taken over
+by the PID's integrator: ended in one tick, it was a torque step on the moving axis, 12 µrad
+on the reference table tilted by a 0.05 N·m load) and, at rest, released with ``release_s``
+(rule: ``observer.learning_release_s``): the term fed at the stop decays rather than vanishing
+in one tick, a torque step on the stopping axis (measured with the PID's integral time as
+``release_s``, ``bench compensation`` over noise seeds 1–4: mismatched scans beyond 1.5× oracle
+13 → 9 of 92, the worst per seed 1.54 → 1.32, 2.60 → 1.79, 5.11 → 4.54, 2.04 → 2.00).
 
 :class:`StaticCurveFit` — Fc, Fs, vs, sigma2 fitted to the speed table's measured bins:
 for each vs of a log grid (vs/4 … 4·vs of the believed set, one candidate per tick so the tick
@@ -313,11 +316,14 @@ class PathTable:
     __slots__ = ("d_lo", "inv_step", "limit_nm", "dead_nm", "time_constant_s", "lag_s", "values",
                  "pending", "pending_rest", "counts", "term_nm", "predicted_nm", "_pass",
                  "release_s", "_release_dt", "_release_decay", "smoothing", "peak_nm", "odd_nm",
-                 "pass_ends")
+                 "pass_ends", "handover_nm_s")
 
     def __init__(self, fs_nm: float, sigma0: float, limit_nm: float, time_constant_s: float,
                  lag_s: float, dead_nm: float = 0.0, release_s: float = 0.0,
-                 smoothing: float = 0.0) -> None:
+                 smoothing: float = 0.0, handover_nm_s: float = math.inf) -> None:
+        # beyond the last bin the term fed falls to 0 at most this fast [N·m/s]: what it held
+        # (a load the model lacks, a level error) is taken over by the PID's integrator
+        self.handover_nm_s = handover_nm_s
         self.smoothing = smoothing  # braking tables, low-pass along the path per pass [-]
         self.d_lo = _PATH_LO * fs_nm / sigma0  # [rad]
         self.dead_nm = dead_nm  # dead zone of the term fed forward [N·m]
@@ -422,15 +428,23 @@ class PathTable:
             return term
         k = (0 if direction > 0 else 1) + 2 * segment
         table = self.values[k]
+        held = self.term_nm  # the term fed last tick [N·m]
+        beyond = 0.0  # beyond the last bin: the held term, falling at the handover rate
+        if held != 0.0 and self.handover_nm_s < math.inf:
+            step = self.handover_nm_s * dt_s
+            beyond = held - step if held > step else (held + step if held < -step else 0.0)
         u = self._coord(d_back_rad if d_back_rad > 0.0 else 0.0)
-        self.predicted_nm = self._value(table, u) if u >= 0.0 else 0.0
+        self.predicted_nm = self._value(table, u) if u >= 0.0 else beyond
         if u >= 0.0 and not hold and residual_nm == residual_nm:
             if segment == 1:  # the rest lesson first: both share the interpolation weights
                 rest = rest_residual_nm if rest_residual_nm == rest_residual_nm else residual_nm
                 self._learn(self.pending_rest[k - 2], self.counts[k], u, rest, dt_s, False)
             self._learn(self.pending[k], self.counts[k], u, residual_nm, dt_s)
         u = self._coord(d_rad)
-        term = self._value(table, u) if u >= 0.0 else 0.0
+        if u < 0.0:
+            self.term_nm = beyond
+            return beyond
+        term = self._value(table, u)
         dead = self.dead_nm  # what stays inside the dead zone is not fed forward
         term = term - dead if term > dead else (term + dead if term < -dead else 0.0)
         self.term_nm = term

@@ -180,7 +180,8 @@ class LuGreCompensator(Compensator):
                                         resolved(observer.learning_time_constant_s), lag,
                                         resolved(observer.learning_deadzone_nm),
                                         resolved(observer.learning_release_s),
-                                        resolved(observer.learning_smoothing))
+                                        resolved(observer.learning_smoothing),
+                                        resolved(observer.handover_rate_nm_s))
             if adaptation is not None:  # the measured curve is a parameter adaptation
                 self.speed_table = SpeedTable(base.vs, resolved(adaptation.fc_min_nm) / base.Fc,
                                               resolved(adaptation.fc_max_nm) / base.Fc,
