@@ -79,8 +79,8 @@ def test_in_the_loop_the_guard_ends_a_hunting_term(tmp_path):
     Stribeck region the scan's ramps cross), the momentum observer at 5·f_p = 139 Hz (set: its
     rule caps it at rate/10): without the guard (``observer.dob_hunting_nm: .inf``) the DOB term
     swings between its bounds at every start and the first 10 s of the scan track at 1.4 µrad rms
-    (1.8 before the path table's term was handed over beyond its last bin, whose step there
-    set off more of the hunt; 2.7 before the braking lessons were low-passed along the path,
+    (1.8 before the path table's term was handed over beyond its last bin instead of ending
+    in one tick; 2.7 before the braking lessons were low-passed along the path,
     ``learning_smoothing``); with it, at least 1.5× better. At the capped rule (100 Hz) there
     is no hunt to end, even unguarded."""
     from controller.config import load_config
