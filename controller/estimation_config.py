@@ -63,11 +63,15 @@ class ObserverConfig:
     #   most (1 + 0.3)/(1 − 0.3) = 1.857 times too long (u as for ff_clamp_margin_nm, stated);
     #   0: the hard bound (as at reversals, where passing it cost mismatched sets)
     residual_limit_nm: Optional[float] = None  # watchdog: |measured − estimated friction| above
-    #   this is inconsistent [N·m]; rule: 0.5·Fc
+    #   this is inconsistent (less a load: the direction-even part of the measured friction
+    #   less the believed static curve, compared at common speeds where the Fc adapter judges
+    #   sliding, over recover_s, trusted after watchdog_s, taken beyond 0.1·Fc;
+    #   controller.observer.LoadEstimate) [N·m]; rule: 0.5·Fc
     wrong_sign_velocity_rad_s: Optional[float] = None  # watchdog: sliding faster than this, F̂
     #   must have the sign of v [rad/s]; rule: 3·vs (outside the Stribeck region)
     watchdog_s: float = 0.2  # inconsistency accumulated this long => fallback [s]
-    recover_s: float = 2.0  # consistent this long => leave fallback; inf = latch until reset [s]
+    recover_s: float = 2.0  # consistent this long since the trip (less the inconsistent time:
+    #   leaky, observer.Watchdog) => leave fallback; inf = latch until reset [s]
     fallback: Literal["stribeck", "off"] = "stribeck"  # feedforward while contained: static
     #   Stribeck curve of the reference velocity, or none
     fade_s: float = 0.05  # crossfade between observer and fallback feedforward [s]; leaving

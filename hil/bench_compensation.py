@@ -9,6 +9,9 @@ plain ``map`` here; an executor over the same map can run it in parallel.
 Cases:
 - ``reference`` exact, and ``reference±20%`` (Fc −20 %, Fs +20 %, vs +20 %, sigma0 −20 %,
   sigma1 +20 %, sigma2 −20 %, J +20 %: the pattern of ``mismatched``);
+- ``tilted`` exact and ``tilted±20%``: the reference table on a tilted axis (a constant load and,
+  on a rotary axis, an unbalance m·g·r·sin θ, each TILT_FRACTION·Fc): torque the friction model
+  does not hold, which the PID's integrator, the DOB and the path table carry;
 - two other plausible tables, exact and 30 % off in the same pattern: ``damped`` (sigma0 1e3,
   sigma1 16.4: sigma0/sigma1 = 61 rad/s, bristle damping ratio 0.9) and ``stiff`` (sigma0 1e5,
   sigma1 100: sigma0/sigma1 = 1000 rad/s, vs 0.003);
@@ -264,11 +267,28 @@ def random_belief(cfg: Config, rng: random.Random, lo: float = 0.15, hi: float =
     return dataclasses.replace(cfg, controller=believing(cfg.controller, LuGreParams(**values), J=J))
 
 
+TILT_FRACTION = 0.25  # the tilted case's load and unbalance amplitude, each this share of Fc
+
+
+def tilted(cfg: Config, fraction: float = TILT_FRACTION) -> Config:
+    """The plant on a tilted axis: a constant load of ``fraction``·Fc and, on a rotary axis, an
+    unbalance of the same amplitude (added to what the config already has); friction and belief
+    unchanged. Fc is the plant's (the forward set's where it has one per direction)."""
+    f = cfg.plant.friction
+    torque = fraction * (f.forward if isinstance(f, DirectionalParams) else f).Fc
+    plant = dataclasses.replace(
+        cfg.plant, load_torque_nm=cfg.plant.load_torque_nm + torque,
+        unbalance_nm=cfg.plant.unbalance_nm + (torque if cfg.units == "rotary" else 0.0))
+    return dataclasses.replace(cfg, plant=plant)
+
+
 def build_cases(cfg: Config, mismatch: float, kt_m: float, monte_carlo: int, seed: int
                 ) -> list[tuple[str, str, Config]]:
     """(case name, kind, config); kind: exact | mismatched | mc."""
     cases = [("reference", "exact", cfg),
-             (f"reference±{mismatch:.0%}", "mismatched", mismatched(cfg, mismatch, kt_m=kt_m))]
+             (f"reference±{mismatch:.0%}", "mismatched", mismatched(cfg, mismatch, kt_m=kt_m)),
+             ("tilted", "exact", tilted(cfg)),
+             (f"tilted±{mismatch:.0%}", "mismatched", mismatched(tilted(cfg), mismatch, kt_m=kt_m))]
     for name, f in (("damped", DAMPED), ("stiff", STIFF)):
         exact = with_plant_friction(cfg, f)
         cases.append((name, "exact", exact))
@@ -624,7 +644,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.identify:
         from .bench_identify import identified_cases
 
-        plants = [c for c in cases if c[1] in ("exact", "mc") and c[0] != "reference"]
+        plants = [c for c in cases
+                  if c[1] in ("exact", "mc") and c[0] not in ("reference", "tilted")]
         cases = cases + identified_cases(plants, cfg, out, args.seed, spec)
     if args.exact or args.identify:
         cases = cases + believed_exactly(cases)

@@ -9,8 +9,10 @@ import random
 
 import pytest
 
-from hil.bench_compensation import (BENCH_MODES, Task, build_cases, build_tasks, goal_report,
-                                    random_belief, random_plant, run_one)
+from controller.config import load_config
+from hil.bench_compensation import (BENCH_MODES, TILT_FRACTION, Task, build_cases, build_tasks,
+                                    goal_report, random_belief, random_plant,
+                                    resolve_config_path, run_one, tilted)
 
 from .conftest import reference_config
 
@@ -36,6 +38,23 @@ def test_tasks_pickle_and_run_one_is_deterministic(tmp_path):
     lines = goal_report(cases[:1], results)
     assert any("reference table" in line for line in lines)
     assert all(("met" in line) or ("not measured" in line) for line in lines)
+
+
+def test_the_tilted_case_adds_a_load_and_an_unbalance_scaled_by_the_plants_fc():
+    """``tilted``: the plant's load and (rotary only) unbalance raised by TILT_FRACTION·Fc,
+    friction and belief unchanged; the cases hold it exact and off like the reference."""
+    cfg = reference_config()
+    t = tilted(cfg)
+    torque = TILT_FRACTION * cfg.plant.friction.Fc
+    assert t.plant.load_torque_nm == pytest.approx(cfg.plant.load_torque_nm + torque)
+    assert t.plant.unbalance_nm == pytest.approx(cfg.plant.unbalance_nm + torque)
+    assert t.plant.friction == cfg.plant.friction and t.controller == cfg.controller
+    stage = load_config(resolve_config_path("linear_stage"))
+    ts = tilted(stage)  # an inclined stage: gravity along it, no unbalance
+    assert ts.plant.load_torque_nm == pytest.approx(TILT_FRACTION * stage.plant.friction.Fc)
+    assert ts.plant.unbalance_nm == 0.0
+    kinds = {name: kind for name, kind, _ in build_cases(cfg, 0.2, 0.0, 0, 1)}
+    assert kinds["tilted"] == "exact" and kinds["tilted±20%"] == "mismatched"
 
 
 def test_monte_carlo_plants_follow_the_ranges():

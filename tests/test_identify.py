@@ -497,12 +497,14 @@ def test_fs_is_the_ramp_reading_solved_on_the_identified_model(tmp_path):
     """Identified from the shipped prior with the default settings, mc19's breakaway ramps read
     0.159–0.160 N·m against Fs 0.239: corrected only for the bristle creep, Fs came 30.6 % low;
     solved for Fs on the identified model it is +2.2 %: the model's other parameters as
-    identified (vs −6.8 %, sigma0 +3.1 %), their errors amplified by 1/elasticity (0.63)."""
+    identified (vs −6.8 %, sigma0 +3.1 %), their errors amplified by 1/elasticity (0.63). On
+    another 2-core VM of this project the same run reads +3.7 % (the fits round differently
+    with numpy's CPU kernels, AVX-512 there: README, Identification), hence 5 %."""
     cfg = plant_config(friction=LOW_VS)
     result, _ = run_identify(cfg, tmp_path, settings=IdentifySettings(),
                              experiments=("breakaway", "presliding", "sigma1", "sweep", "inertia"))
     assert result.sources["Fs"] == "breakaway" and result.sources["vs"] == "sweep"
-    assert result.friction.Fs == pytest.approx(LOW_VS.Fs, rel=0.03)
+    assert result.friction.Fs == pytest.approx(LOW_VS.Fs, rel=0.05)
     data = yaml.safe_load((tmp_path / "params.yaml").read_text())
     brk = data["diagnostics"]["breakaway"]
     assert brk["Fs"] < 0.75 * LOW_VS.Fs  # what the creep correction alone gives

@@ -17,7 +17,8 @@ from controller.config import load_config
 from controller.estimation_config import ObserverConfig
 from controller.friction import DirectionalParams, LuGreParams, lugre_step, stribeck
 from controller.lugre_compensator import LuGreCompensator, make_lugre_compensator
-from controller.observer import LuGreObserver, MomentumObserver, Watchdog, lugre_driven_step
+from controller.observer import (LoadEstimate, LuGreObserver, MomentumObserver, Watchdog,
+                                 lugre_driven_step)
 from controller.runlog import read_log
 from controller.velocity import VelocityEstimator
 from controller.schema import ConfigError, parse_dataclass
@@ -300,6 +301,81 @@ def test_watchdog_trips_on_persistent_disagreement_not_on_spikes():
     assert not wd.fallback and wd.trips == 1
     wd.step(math.nan, 0.2, 0.05, DT, finite=False)
     assert wd.fallback and wd.reason == "non-finite input"
+
+
+def test_watchdog_recovers_across_isolated_spikes_counted_from_the_trip():
+    """Recovery accumulates leakily like the trip: consistent time since the trip, less the
+    inconsistent, must reach recover_s; a spike at every reversal no longer resets it (with
+    that, a reversing motion never recovered). Time before the trip does not count, and a
+    non-finite input restarts the count."""
+    wd = Watchdog(0.1, 0.03, watchdog_s=0.2, recover_s=1.0)
+    for _ in range(2000):
+        wd.step(0.0, 0.2, 0.05, DT)  # consistent for 2 s before: no credit
+    for _ in range(200):
+        wd.step(0.5, 0.2, 0.05, DT)
+    assert wd.fallback and wd.good_s == 0.0
+    ticks = 0
+    while wd.fallback and ticks < 5000:  # a 5 ms spike every 100 ms: 90 ms net per period
+        wd.step(0.5 if ticks % 100 < 5 else 0.0, 0.2, 0.05, DT)
+        ticks += 1
+    assert 1100 <= ticks <= 1150  # 1.0 s / 0.9 of the time, about
+    for _ in range(200):
+        wd.step(0.5, 0.2, 0.05, DT)
+    assert wd.fallback and wd.trips == 2
+    for _ in range(900):
+        wd.step(0.0, 0.2, 0.05, DT)
+    wd.step(math.nan, 0.2, 0.05, DT, finite=False)  # restarts the count
+    for _ in range(999):
+        wd.step(0.0, 0.2, 0.05, DT)
+    assert wd.fallback
+    wd.step(0.0, 0.2, 0.05, DT)
+    assert not wd.fallback
+
+
+def test_the_load_is_the_half_sum_of_the_two_directions_at_common_speeds():
+    """A load L and a friction error ±e: forward the friction less the believed curve is
+    L + e, backward L − e. One direction alone cannot tell them apart (0, not trusted); both
+    measured at a common speed for ``evidence_s``, the half-sum is L. Directions measured only
+    at different speeds are not compared (an error that depends on the speed is not a load).
+    Not sliding or a non-finite input holds it; the mean forgets with ``time_constant_s`` of
+    in-bin time."""
+    est = LoadEstimate(time_constant_s=2.0, evidence_s=0.2, vs=0.01)
+    for _ in range(1000):
+        assert est.step(0.05 + 0.04, 0.05, +1, DT) == 0.0
+    for _ in range(1000):  # backward, but 25 times slower: another speed
+        est.step(0.05 - 0.01, -0.002, -1, DT)
+    assert not est.trusted and est.load_nm == 0.0
+    for _ in range(199):
+        est.step(0.05 - 0.04, -0.05, -1, DT)
+    assert not est.trusted and est.load_nm == 0.0
+    est.step(0.05 - 0.04, -0.05, -1, DT)
+    assert est.trusted and est.load_nm == pytest.approx(0.05, rel=1e-9)
+    assert est.step(5.0, 0.05, 0, DT) == est.step(math.nan, 0.05, +1, DT) == \
+        pytest.approx(0.05, rel=1e-9)
+    # the load changes to 0.02 (the axis turned under an unbalance), measured backward: up to
+    # 2 s of in-bin time the plain mean (0.2 s at 0.05 − 0.04 before, 1.8 s at 0.02 − 0.04
+    # now), then forgetting with the 2 s time constant (0.2 s more); the bins' weight is the
+    # shorter in-bin time, 1 s forward
+    for _ in range(2000):
+        est.step(0.02 - 0.04, -0.05, -1, DT)
+    mean = (0.2 * 0.01 + 1.8 * -0.02) / 2.0
+    mean = -0.02 + (mean + 0.02) * (1.0 - DT / 2.0) ** 200
+    assert est.load_nm == pytest.approx(0.5 * (0.09 + mean), rel=1e-6)
+    est.reset()
+    assert not est.trusted and est.load_nm == 0.0
+    # a floor: a measured load up to it is not taken as one (measured_nm still says it)
+    est = LoadEstimate(time_constant_s=2.0, evidence_s=0.2, vs=0.01, floor_nm=0.02)
+    for direction, friction in ((+1, 0.015 + 0.04), (-1, 0.015 - 0.04)):
+        for _ in range(300):
+            est.step(friction, 0.05 * direction, direction, DT)
+    assert est.trusted and est.load_nm == 0.0
+    assert est.measured_nm == pytest.approx(0.015, rel=1e-9)
+    for _ in range(3000):
+        est.step(0.03 + 0.04, 0.05, +1, DT)
+        est.step(0.03 - 0.04, -0.05, -1, DT)
+    mean = (0.3 * 0.015 + 1.7 * 0.03) / 2.0  # the plain mean to 2 s, then 1.3 s forgetting
+    assert est.load_nm == pytest.approx(0.03 + (mean - 0.03) * (1.0 - DT / 2.0) ** 1300,
+                                        rel=1e-6)
 
 
 def _compensator(ctrl=None, **observer):
