@@ -23,9 +23,10 @@ from .pid import PID, inertia_feedforward
 #   5  beyond the path table's last bin its term falls at observer.handover_rate_nm_s instead
 #      of ending in one tick (controller.learning.PathTable)
 #   6  a load on the axis judged apart from the friction (controller.observer.LoadEstimate):
-#      the watchdogs judge and the speed table samples less it, a static curve judged wrong
-#      before it was known is fed again once the curve less it agrees; the watchdog's
-#      recovery accumulates leakily (observer.Watchdog)
+#      the watchdogs and the inconsistency alarm judge and the speed table samples less it
+#      (the samples taken before it was known shifted), a static curve judged wrong before it
+#      was known is fed again once the curve less it agrees; the watchdog's recovery
+#      accumulates leakily (observer.Watchdog)
 #   (controller.friction_se, which widens the feedforward model's bound, is not a bump: a log
 #   without it replays as before, and one with it names it in its header's config)
 CONTROL_LAW_REVISION = 6

@@ -108,7 +108,7 @@ class SpeedTable:
     __slots__ = ("v_lo", "inv_step", "q_min", "q_max", "evidence_s", "time_constant_s",
                  "q", "speed", "friction", "count", "seen_s", "filled", "centers",
                  "side_q", "side_speed", "side_friction", "side_count", "side_seen_s",
-                 "version", "_filled_for", "believed")
+                 "side_direction", "version", "_filled_for", "believed")
 
     def __init__(self, vs: float, q_min: float, q_max: float, evidence_s: float,
                  time_constant_s: float, believed: LuGreParams | None = None) -> None:
@@ -134,6 +134,7 @@ class SpeedTable:
         self.side_friction = [[0.0] * n, [0.0] * n]
         self.side_count = [[0] * n, [0] * n]
         self.side_seen_s = [[0.0] * n, [0.0] * n]  # in-bin time [s]
+        self.side_direction = [[0.0] * n, [0.0] * n]  # mean sgn(v) of the samples [-]
         # the bins as used (_combine)
         self.q = [1.0] * n  # ratio measured / believed level [-]
         self.speed = [0.0] * n  # mean |v| [rad/s]
@@ -152,11 +153,12 @@ class SpeedTable:
         return i if i < _SPEED_BINS else _SPEED_BINS
 
     def sample(self, speed: float, friction_nm: float, ratio: float, dt_s: float,
-               side: int = 0) -> int:
+               side: int = 0, direction: float = 1.0) -> int:
         """One quasi-steady sample: |v| [rad/s], r·sgn(v) [N·m], its ratio to the believed
         curve, and whether |v| is rising (+1), falling (−1) or constant (0: both sides);
-        returns the bin (or −1 / n outside).
-        A running mean (1/n, then forgetting with time_constant_s of in-bin time)."""
+        ``direction``: sgn(v) (kept as a mean per bin for :meth:`shift`); returns the bin (or
+        −1 / n outside). A running mean (1/n, then forgetting with time_constant_s of in-bin
+        time)."""
         i = self.index(speed)
         if i < 0 or i >= _SPEED_BINS:
             return i
@@ -174,9 +176,16 @@ class SpeedTable:
             self.side_q[k][i] += alpha * (q - self.side_q[k][i])
             self.side_speed[k][i] += alpha * (speed - self.side_speed[k][i])
             self.side_friction[k][i] += alpha * (friction_nm - self.side_friction[k][i])
+            self.side_direction[k][i] += alpha * (direction - self.side_direction[k][i])
         self._combine(i)
         self.version += 1
         return i
+
+    def shift(self, load_change_nm: float, believed: LuGreParams) -> None:
+        """A load taken out of the samples changed by ``load_change_nm``: each bin's r·sgn(v)
+        moves by −change × its mean sgn(v) (samples of both directions cancel it), its ratio
+        re-expressed against ``believed`` (the set its ratios are against)."""
+        self._reexpress(believed, load_change_nm)
 
     def _combine(self, i: int) -> None:
         """The bin as used: the mean of the two sides when both were measured (a residual lag
@@ -199,11 +208,18 @@ class SpeedTable:
         fit; the Fc adapter restarts from it)."""
         if self.believed is not None:
             self.believed = params
+        self._reexpress(params, 0.0)
+
+    def _reexpress(self, params: LuGreParams, load_change_nm: float) -> None:
+        """Each measured side-bin's r·sgn(v) less ``load_change_nm`` × its mean sgn(v), its
+        ratio against ``params``; the bins recombined."""
         for k in (0, 1):
             for i in range(_SPEED_BINS):
                 if self.side_count[k][i]:
                     v = self.side_speed[k][i]
-                    q = (self.side_friction[k][i] - params.sigma2 * v) / g(params, v)
+                    f = self.side_friction[k][i] - load_change_nm * self.side_direction[k][i]
+                    self.side_friction[k][i] = f
+                    q = (f - params.sigma2 * v) / g(params, v)
                     q = q if q <= self.q_max else self.q_max
                     self.side_q[k][i] = q if q >= self.q_min else self.q_min
         for i in range(_SPEED_BINS):

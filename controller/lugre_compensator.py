@@ -171,6 +171,8 @@ class LuGreCompensator(Compensator):
         self.load = LoadEstimate(resolved(observer.recover_s), watchdog_s, self._load_curve.vs,
                                  0.1 * self._load_curve.Fc)
         self._load_sliding = wrong_sign  # without an adapter: sliding is |v| above this
+        # the speed table follows the load in steps of the path table's dead zone rule
+        self._table_shift_nm = 0.01 * self._load_curve.Fc
         self._static = (StaticCompensator(friction, "stribeck", v_eps)
                         if observer.fallback == "stribeck" else None)
         self._fade_rate = 1.0 / observer.fade_s if observer.fade_s > 0.0 else math.inf  # [1/s]
@@ -283,6 +285,7 @@ class LuGreCompensator(Compensator):
         self._static_watchdog.reset()
         self.load.reset()
         self._load_lag = 0.0  # the believed static curve through the momentum lag [N·m]
+        self._table_load = 0.0  # the load taken out of the speed table's samples [N·m]
         self._rejudge = False  # the static curve judged wrong before the load was known
         self._static_lag = 0.0
         self._fb_lag = 0.0  # the fed static curve's tick mean through the momentum lag [N·m]
@@ -778,7 +781,8 @@ class LuGreCompensator(Compensator):
                     self._abs_dt = dt_s
                     self._abs_gain = -expm1(-2.0 * math.pi * 1.0 * dt_s)
                 mean = self._abs_residual
-                mean += self._abs_gain * ((residual if residual >= 0.0 else -residual) - mean)
+                own = residual - load  # the friction's own error: a load is not the model's
+                mean += self._abs_gain * ((own if own >= 0.0 else -own) - mean)
                 self._abs_residual = mean
                 if fallback or mean > self._inconsistent_nm:
                     self._inconsistent_s += dt_s
@@ -1184,13 +1188,20 @@ class LuGreCompensator(Compensator):
                                  self._qs_sigma0)):
             speed = vel if vel >= 0.0 else -vel
             p = self.estimator.active
-            f = r - self.load.load_nm  # the friction: a load is not on the static curve
+            load = self.load.load_nm
+            if load - self._table_load > self._table_shift_nm or \
+                    self._table_load - load > self._table_shift_nm:
+                # the load changed since the bins were sampled (first known after a pass in
+                # each direction, when one direction's samples hold it): taken out of them too
+                table.shift(load - self._table_load, p)
+                self._table_load = load
+            f = r - self._table_load  # the friction: a load is not on the static curve
             friction = f if vel > 0.0 else -f
             acc = s.acc_ref_rad_s2
             rising = acc * v_ref  # > 0: |v| rising
             side = 0 if rising == 0.0 else (1 if rising > 0.0 else -1)
             table.sample(speed, friction, (friction - p.sigma2 * speed) / g(p, speed), dt_s,
-                         side)
+                         side, 1.0 if vel > 0.0 else -1.0)
         fit = self.curve_fit
         if fit is not None:
             fit.step(table)

@@ -238,7 +238,7 @@ def test_a_static_curve_judged_wrong_by_the_load_alone_is_fed_again(tmp_path):
     assert not fallback[t > 3.5].any()  # back to the observer at 3.04 s
     late = t > 4.0
     err = run["pos_rad"] - run["pos_ref_rad"]
-    assert np.sqrt(np.mean(err[late] ** 2)) < 1.3e-6  # 0.97 µrad; the oracle 1.08
+    assert np.sqrt(np.mean(err[late] ** 2)) < 1.3e-6  # 1.00 µrad; the oracle 1.08
 
 
 def test_the_odd_lesson_is_what_the_two_directions_learned_with_opposite_signs():
@@ -622,6 +622,42 @@ def _fill(table: SpeedTable, p: LuGreParams, speeds) -> None:
         f = g(p, v) + p.sigma2 * v
         for _ in range(100):
             table.sample(v, f, 1.0, 1e-3)
+
+
+def test_the_speed_table_takes_a_load_known_later_out_of_its_samples():
+    """Samples taken forward only hold a load L as +L in r·sgn(v), backward only as −L, both
+    directions alike as 0: once the load is known, ``shift`` moves each bin by −L × its mean
+    sgn(v) and re-expresses its ratio against the believed set."""
+    p = LuGreParams(Fc=0.2, Fs=0.28, vs=0.01, sigma0=3e4, sigma1=0.08, sigma2=0.04)
+    table = SpeedTable(p.vs, 0.5, 2.0, 0.016, 2.0)
+    load = 0.05
+    curve = {v: g(p, v) + p.sigma2 * v for v in (0.02, 0.05, 0.1)}
+    for _ in range(100):
+        table.sample(0.02, curve[0.02] + load, 1.0, 1e-3, 0, 1.0)  # forward: +L in r·sgn(v)
+        table.sample(0.05, curve[0.05] - load, 1.0, 1e-3, 0, -1.0)  # backward: −L
+        table.sample(0.1, curve[0.1] + load, 1.0, 1e-3, 0, 1.0)  # both directions: 0
+        table.sample(0.1, curve[0.1] - load, 1.0, 1e-3, 0, -1.0)
+    bins = {v: table.index(v) for v in curve}
+    assert table.friction[bins[0.02]] == pytest.approx(curve[0.02] + load)
+    version = table.version
+    table.shift(load, p)
+    assert table.version > version
+    for v, i in bins.items():
+        assert table.friction[i] == pytest.approx(curve[v], abs=1e-12)
+        assert table.q[i] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_an_exact_set_on_a_tilted_axis_raises_no_reidentify(tmp_path):
+    """The bench's ``tilted`` (a load and an unbalance of 0.25·Fc, the set exact): the residual
+    holds the load, the first pass's speed-table samples too. Judged less the load (the
+    inconsistency alarm) and with the load taken out of the samples once known (the
+    static-curve fit), nothing is raised. Before, ``reidentify`` came at 2.28 s ("static curve
+    differs", the fit's vs 12 % high) and, with the fit corrected, at 3.31 s ("model
+    inconsistent", the residual's 1 Hz mean at the load)."""
+    summary, _, _ = sim(tilted(reference_config()), tmp_path, scenario="reversal",
+                        duration_s=8.0, compensation="lugre_adaptive")
+    assert not summary["reidentify"]
+    assert summary["rms_error_rad"] < 0.5e-6  # 0.40 µrad; the oracle 0.80
 
 
 def test_static_curve_fit_recovers_the_curve_and_is_confident_only_with_the_drop_seen():
