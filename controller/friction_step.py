@@ -19,6 +19,14 @@ def g(params: LuGreParams, v: float) -> float:
     return params.Fc + (params.Fs - params.Fc) * math.exp(-(r * r if params.delta == 2.0 else r**params.delta))
 
 
+def static_curve(params: LuGreParams, v: float, scale: float = 1.0) -> float:
+    """The steady-state friction scale·g(v)·sgn(v) + sigma2·v [N·m] (0 sign at v = 0),
+    scalar v: the static curve the watchdogs and the load estimate compare the measurement
+    with."""
+    level = scale * g(params, v)
+    return (level if v > 0.0 else (-level if v < 0.0 else 0.0)) + params.sigma2 * v
+
+
 def sliding_damping(params: LuGreParams, speed: float) -> float:
     """Damping of the LuGre friction in steady sliding at ``speed`` > 0 for motion faster than
     the bristle relaxation rate a = sigma0·v/g(v) [N·m·s/rad]:

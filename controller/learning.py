@@ -385,6 +385,14 @@ class PathTable:
             return table[i]
         return table[i] + f * (table[i + 1] - table[i])
 
+    def _beyond(self, dt_s: float) -> float:
+        """Beyond the last bin: the term fed last tick, falling at the handover rate [N·m]."""
+        held = self.term_nm
+        if held == 0.0 or self.handover_nm_s == math.inf:
+            return 0.0
+        step = self.handover_nm_s * dt_s
+        return held - step if held > step else (held + step if held < -step else 0.0)
+
     def step(self, d_rad: float, d_back_rad: float, direction: int, segment: int,
              residual_nm: float, dt_s: float, hold: bool,
              rest_residual_nm: float = math.nan) -> float:
@@ -444,13 +452,8 @@ class PathTable:
             return term
         k = (0 if direction > 0 else 1) + 2 * segment
         table = self.values[k]
-        held = self.term_nm  # the term fed last tick [N·m]
-        beyond = 0.0  # beyond the last bin: the held term, falling at the handover rate
-        if held != 0.0 and self.handover_nm_s < math.inf:
-            step = self.handover_nm_s * dt_s
-            beyond = held - step if held > step else (held + step if held < -step else 0.0)
         u = self._coord(d_back_rad if d_back_rad > 0.0 else 0.0)
-        self.predicted_nm = self._value(table, u) if u >= 0.0 else beyond
+        self.predicted_nm = self._value(table, u) if u >= 0.0 else self._beyond(dt_s)
         if u >= 0.0 and not hold and residual_nm == residual_nm:
             if segment == 1:  # the rest lesson first: both share the interpolation weights
                 rest = rest_residual_nm if rest_residual_nm == rest_residual_nm else residual_nm
@@ -458,6 +461,7 @@ class PathTable:
             self._learn(self.pending[k], self.counts[k], u, residual_nm, dt_s)
         u = self._coord(d_rad)
         if u < 0.0:
+            beyond = self._beyond(dt_s)
             self.term_nm = beyond
             return beyond
         term = self._value(table, u)

@@ -57,7 +57,7 @@ from .estimation_config import (resolved, AdaptationConfig, ObserverConfig, Sche
                                 anchored, representative, resolve_adaptation,
                                 resolve_observer)
 from .friction import DirectionalParams, FrictionParams, FrictionUncertainty, LuGreParams, g
-from .friction_step import sliding_damping
+from .friction_step import sliding_damping, static_curve
 from .gains import PIDGains
 from .learning import PathTable, SpeedTable, StaticCurveFit, quasi_steady
 from .observer import LoadEstimate, LuGreObserver, MomentumObserver, Watchdog
@@ -492,9 +492,7 @@ class LuGreCompensator(Compensator):
         if not fallback:  # fading back to the observer
             wd.reset()
         elif abs(v) > wd.wrong_sign_velocity_rad_s and r == r:
-            p = self.estimator.active
-            level = self.estimator.scale * g(p, v)
-            curve = (level if v > 0.0 else -level) + p.sigma2 * v
+            curve = static_curve(self.estimator.active, v, self.estimator.scale)
             self._static_lag += self.momentum.gain * (curve - self._static_lag)
             wd.step(r - self._static_lag - self.load.load_nm, curve, v, dt_s)
         else:
@@ -738,9 +736,9 @@ class LuGreCompensator(Compensator):
             # against the estimator: a level the adapter moves between the two directions'
             # passes would read as load, and so would an estimator gone wrong (a diverging ẑ),
             # whose trip the load must never explain away
-            p = self._load_curve  # the set as configured: a curve applied or scheduled since
-            level = g(p, v)       # would read its change as load in the older bins
-            curve = (level if v > 0.0 else (-level if v < 0.0 else 0.0)) + p.sigma2 * v
+            # the set as configured: a curve applied or scheduled since would read its change
+            # as load in the older bins
+            curve = static_curve(self._load_curve, v)
             lag = self._load_lag
             lag += self.momentum.gain * (curve - lag)
             self._load_lag = lag
