@@ -27,9 +27,13 @@ from .pid import PID, inertia_feedforward
 #      (the samples taken before it was known shifted), a static curve judged wrong before it
 #      was known is fed again once the curve less it agrees; the watchdog's recovery
 #      accumulates leakily (observer.Watchdog)
+#   7  the known load fed forward apart and taken out of what the models, the DOB, the learned
+#      tables and the Fc adapter see (the path table's lessons give it up, PathTable.shift);
+#      a residual within observer.residual_share of the measured torque is consistent (both
+#      watchdogs)
 #   (controller.friction_se, which widens the feedforward model's bound, is not a bump: a log
 #   without it replays as before, and one with it names it in its header's config)
-CONTROL_LAW_REVISION = 6
+CONTROL_LAW_REVISION = 7
 
 
 class ControlLaw:

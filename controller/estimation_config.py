@@ -67,6 +67,9 @@ class ObserverConfig:
     #   less the believed static curve, compared at common speeds where the Fc adapter judges
     #   sliding, over recover_s, trusted after watchdog_s, taken beyond 0.1·Fc;
     #   controller.observer.LoadEstimate) [N·m]; rule: 0.5·Fc
+    residual_share: float = 0.5  # ... and above this share of the measured torque (the estimate
+    #   explains less than the rest of it; also the fallback's static curve: fed while it
+    #   leaves less) [-]; 0: the limit alone
     wrong_sign_velocity_rad_s: Optional[float] = None  # watchdog: sliding faster than this, F̂
     #   must have the sign of v [rad/s]; rule: 3·vs (outside the Stribeck region)
     watchdog_s: float = 0.2  # inconsistency accumulated this long => fallback [s]
@@ -78,7 +81,8 @@ class ObserverConfig:
     #   the fallback, also no faster than handover_rate_nm_s
     handover_rate_nm_s: Optional[float] = None  # feedforward torque handed over to the PID's
     #   integrator (the DOB's term once it fades in steady sliding, the crossfade out of the
-    #   fallback) changes at most this fast [N·m/s]; rule: ki·dob_deadzone_nm/sigma0 (a ramp R
+    #   fallback; the known load fed forward, taken from it) changes at most this fast [N·m/s];
+    #   rule: ki·dob_deadzone_nm/sigma0 (a ramp R
     #   leaves a tracking error R/ki: this one moves the bristle force sigma0·e by at most the
     #   DOB's dead zone, what the DOB itself treats as noise); inf without an integral gain
     dob: bool = True  # disturbance-observer term: the dead-zoned, bounded, low-passed residual
@@ -194,6 +198,8 @@ class ObserverConfig:
                      "dob_hunting_nm", "dob_hunting_recover_s"):
             value = getattr(self, name)
             require(value is None or value > 0, name, f"must be > 0 (or null: derived), got {value}")
+        require(0 <= self.residual_share < 1, "residual_share",
+                f"must be in [0, 1), got {self.residual_share}")
         require(0 <= self.dob_inertia_margin <= 10, "dob_inertia_margin",
                 f"must be in [0, 10], got {self.dob_inertia_margin}")
         require(self.rest_stiffness is None or 0 < self.rest_stiffness <= 1, "rest_stiffness",

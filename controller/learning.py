@@ -470,6 +470,22 @@ class PathTable:
         self.term_nm = term
         return term
 
+    def shift(self, delta_nm: float) -> None:
+        """A torque ``delta_nm`` [N·m] now fed forward apart from the table (a load on the axis
+        that has become known). A lesson holds as much of it as the residual held when it was
+        learned (the estimator's correction takes part of a load in), so each is moved by
+        ``delta_nm`` toward 0 and no further: a lesson of the load's sign gives it up, one of
+        the other sign (the friction's error against the load) is kept. The term fed is
+        recomputed from the table on the next tick."""
+        for tables in (self.values, self.pending, self.pending_rest):
+            for table in tables:
+                for i in range(_PATH_BINS):
+                    x = table[i]
+                    if delta_nm > 0.0 and x > 0.0:
+                        table[i] = x - delta_nm if x > delta_nm else 0.0
+                    elif delta_nm < 0.0 and x < 0.0:
+                        table[i] = x - delta_nm if x < delta_nm else 0.0
+
     def _smooth(self, table: list[float]) -> None:
         """In place, the zero-phase low-pass along the bins: each bin becomes (1 − s)·itself +
         s/2·(each neighbour), s = ``smoothing``; an end bin counts itself as its missing

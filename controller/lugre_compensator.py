@@ -24,7 +24,12 @@ Per tick (all in :meth:`LuGreCompensator.step`, SI units):
    Both judge the residual less a load (``load``, :class:`controller.observer.LoadEstimate`:
    the direction-even part of the measured friction less the believed static curve, once both
    directions have slid), and a static curve judged wrong before the load was known is fed
-   again once the curve less the load agrees with the measurement for ``watchdog_s``;
+   again once the curve less the load agrees with the measurement for ``watchdog_s``. The
+   known load is fed forward apart (``load_ff_nm``, reached at ``handover_rate_nm_s``) and
+   taken out of the measured friction the models, the DOB, the learned tables and the Fc
+   adapter see; the path table's lessons give it up as it is fed (:meth:`PathTable.shift`).
+   A residual within ``residual_share`` of the measured torque is consistent at any size
+   (both watchdogs): the estimate, or the curve, explains the larger part of it;
 6. ``lugre_adaptive``: Fc adapter (scale on the Stribeck level of both models), drift monitor
    (``reidentify``) and, with ``cfg.schedule``, the scheduler (blended friction sets swapped into
    the models, blended gains published as ``pid_gains``). Bumpless switching: on a tick where the
@@ -154,8 +159,10 @@ class LuGreCompensator(Compensator):
         residual_limit = resolved(observer.residual_limit_nm)
         wrong_sign = resolved(observer.wrong_sign_velocity_rad_s)
         watchdog_s = resolved(observer.watchdog_s)
-        self.watchdog = Watchdog(residual_limit, wrong_sign, watchdog_s, resolved(observer.recover_s))
-        self._static_watchdog = Watchdog(residual_limit, wrong_sign, watchdog_s)
+        share = observer.residual_share
+        self.watchdog = Watchdog(residual_limit, wrong_sign, watchdog_s, resolved(observer.recover_s),
+                                 share)
+        self._static_watchdog = Watchdog(residual_limit, wrong_sign, watchdog_s, share=share)
         # what both watchdogs judge is the residual less a load (observer.LoadEstimate: the
         # direction-even part of the measured friction less the believed static curve, measured
         # where the Fc adapter judges sliding, over as long as the watchdog needs consistency
@@ -286,6 +293,7 @@ class LuGreCompensator(Compensator):
         self.load.reset()
         self._load_lag = 0.0  # the believed static curve through the momentum lag [N·m]
         self._table_load = 0.0  # the load taken out of the speed table's samples [N·m]
+        self.load_ff_nm = 0.0  # the load fed forward, reached at the handover rate [N·m]
         self._rejudge = False  # the static curve judged wrong before the load was known
         self._static_lag = 0.0
         self._fb_lag = 0.0  # the fed static curve's tick mean through the momentum lag [N·m]
@@ -477,7 +485,8 @@ class LuGreCompensator(Compensator):
         if self.speed_table is not None:
             self.speed_table.rebase(representative(params))
 
-    def _fallback_ff(self, s: TickSignals, v: float, r: float, fallback: bool, dt_s: float) -> float:
+    def _fallback_ff(self, s: TickSignals, v: float, r: float, unfed: float, fallback: bool,
+                     dt_s: float) -> float:
         """The fallback feedforward: the static Stribeck curve of the reference — unless that
         curve disagrees with the measured friction r too (the parameters themselves are wrong,
         judged while sliding by a second watchdog on r − lag(curve of the measured v)): then
@@ -494,7 +503,9 @@ class LuGreCompensator(Compensator):
         elif abs(v) > wd.wrong_sign_velocity_rad_s and r == r:
             curve = static_curve(self.estimator.active, v, self.estimator.scale)
             self._static_lag += self.momentum.gain * (curve - self._static_lag)
-            wd.step(r - self._static_lag - self.load.load_nm, curve, v, dt_s)
+            # against the whole measured torque (residual_share: a curve that leaves less than
+            # half of it, fed, gains more than half of what nothing would leave)
+            wd.step(r - self._static_lag - unfed, curve, v, dt_s, True, r + self.load_ff_nm)
         else:
             self._static_lag = r if r == r else self._static_lag
         if self._rejudge:
@@ -656,6 +667,10 @@ class LuGreCompensator(Compensator):
             planned += dob_mo.gain * (self._dob_margin_j * a_plan - planned)
             self._dob_planned = planned
             r_dob += planned
+            r_raw = r  # the load estimate and the speed table read the whole of it
+            fed = self.load_ff_nm  # a known load is fed forward apart (below): the models,
+            r -= fed  # the DOB and the learned tables see the friction alone
+            r_dob -= fed
             f_prev = est.f_hat
             lag = self._f_lag
             lag += mo.gain * (f_prev - lag)  # F̂ through the momentum observer's lag
@@ -721,9 +736,9 @@ class LuGreCompensator(Compensator):
                         if self._slid:
                             model = self._at_rest(ff_model, est, pos, dt_s, s.pos_ref_rad,
                                                   s.t_s)
-            self.momentum_nm = r
+            self.momentum_nm = r_raw
         else:  # hold every state; the watchdog falls back at once
-            r = residual = NAN
+            r = r_raw = residual = NAN
             f_hat = est.f_hat
             model = ff_model.f_hat if ff_model is not None else f_hat
         if hold:
@@ -742,11 +757,14 @@ class LuGreCompensator(Compensator):
             lag = self._load_lag
             lag += self.momentum.gain * (curve - lag)
             self._load_lag = lag
-            load = self.load.step(r - lag, v, sliding, dt_s)
+            load = self.load.step(r_raw - lag, v, sliding, dt_s)
             if self.load.trusted and not trusted:  # the load just separated from the friction
                 wd = self._static_watchdog
                 self._rejudge = wd.fallback and wd.reason == "residual"
-        fallback = self.watchdog.step(residual - load, f_hat, v, dt_s, finite)
+        # what the judges see: the residual less the part of the load not yet fed forward
+        fed = self.load_ff_nm
+        unfed = load - fed
+        fallback = self.watchdog.step(residual - unfed, f_hat, v, dt_s, finite, r + fed)
         drift_monitor = self.drift  # present with the adapter
         if self.adapter is not None and drift_monitor is not None:
             p = est.active
@@ -779,7 +797,7 @@ class LuGreCompensator(Compensator):
                     self._abs_dt = dt_s
                     self._abs_gain = -expm1(-2.0 * math.pi * 1.0 * dt_s)
                 mean = self._abs_residual
-                own = residual - load  # the friction's own error: a load is not the model's
+                own = residual - unfed  # the friction's own error: a load is not the model's
                 mean += self._abs_gain * ((own if own >= 0.0 else -own) - mean)
                 self._abs_residual = mean
                 if fallback or mean > self._inconsistent_nm:
@@ -814,7 +832,7 @@ class LuGreCompensator(Compensator):
                 self._dir_time_s = 0.0  # a start or reversal: the loop's breakaway follows
                 self._dob_brake = 0
         if self.path_table is not None:  # held in the fallback (_fallback_residual)
-            dob_input = self._learn(s, r, dob_input, hold or contained, dt_s)
+            dob_input = self._learn(s, r_raw, dob_input, hold or contained, dt_s)
         first_start = start_residual == start_residual and not contained
         if first_start:  # against the reference-driven model (_dob_step)
             dob_input = start_residual
@@ -836,7 +854,7 @@ class LuGreCompensator(Compensator):
         model += learned
         # crossfade observer <-> fallback
         if contained:
-            fallback_ff = self._fallback_ff(s, v, r, fallback, dt_s)
+            fallback_ff = self._fallback_ff(s, v, r, unfed, fallback, dt_s)
             if self.fallback_mode == "stribeck":  # the DOB goes on (_fallback_residual)
                 fallback_ff += self.dob_nm
             if fallback:
@@ -855,6 +873,15 @@ class LuGreCompensator(Compensator):
                 self.fallback_mode = ""
         else:
             ff = model
+        if not hold:  # the known load fed forward, reached at the handover rate
+            step = self._handover_rate * dt_s
+            now = load if fed - step <= load <= fed + step else (
+                fed + step if load > fed else fed - step)
+            if now != fed and self.path_table is not None:  # its lessons held the load
+                self.path_table.shift(now - fed)
+            fed = now
+            self.load_ff_nm = fed
+        ff += fed
         self._switched_from = None
         off = self._offset
         if off:  # release the absorbed bump at the bounded rate
@@ -1323,17 +1350,20 @@ def proposed_friction(comp: LuGreCompensator) -> FrictionParams:
 
 def reidentify_report(comp: Compensator, out_dir: Path,
                       axis: AxisUnits = ROTARY) -> dict[str, Any]:
-    """summary.json fields of the alarm; with ``adaptation.stribeck`` propose/auto the proposed
+    """summary.json fields: ``load_nm``, the load fed forward apart at the end (``lugre`` too);
+    the alarm's; with ``adaptation.stribeck`` propose/auto the proposed
     set is written as ``proposed_params.yaml`` in the params.yaml format of ``identify`` (its
     writer), loadable by ``--params`` and ``replay --params``. ``curve_fit`` (when fitted): the
     online static curve, whether it is confident, and when ``auto`` applied it.
     ``lesson_peak_nm`` (with the learned tables): the largest correction the path table held at
     the end, what the model missed the same way after a start or reversal (an exact set holds
     a few hundredths of Fc; README, Measured results, "Commissioning")."""
-    if not isinstance(comp, LuGreCompensator) or comp.adaptation_cfg is None:
+    if not isinstance(comp, LuGreCompensator):
         return {}
+    if comp.adaptation_cfg is None:
+        return {"load_nm": comp.load_ff_nm}
     out: dict[str, Any] = {"reidentify_reason": comp.reidentify_reason or "none",
-                           "reidentify_at_s": comp.reidentify_t_s}
+                           "reidentify_at_s": comp.reidentify_t_s, "load_nm": comp.load_ff_nm}
     if comp.path_table is not None:
         out["lesson_peak_nm"] = comp.path_table.peak_nm
     fit = comp.curve_fit

@@ -211,7 +211,10 @@ class LuGreObserver:
 class Watchdog:
     """Containment: detects an estimate that disagrees with the measurement and falls back.
 
-    Per tick a sample is *inconsistent* when |residual| > residual_limit_nm, or when sliding
+    Per tick a sample is *inconsistent* when |residual| > residual_limit_nm and (with ``share``
+    > 0) |residual| > share·|measured| (the estimate explains less than 1 − share of the measured
+    torque: an estimate right in kind with a level or a load off is the adapter's and the
+    learned terms' to correct, not a fault), or when sliding
     (|v| > wrong_sign_velocity_rad_s) with F̂ of the sign opposite to v. Inconsistent time is
     accumulated leakily (+dt when inconsistent, −dt otherwise, floor 0), so isolated spikes at
     reversals do not trip it while a persistent disagreement does: after ``watchdog_s`` the
@@ -224,11 +227,13 @@ class Watchdog:
     """
 
     __slots__ = ("residual_limit_nm", "wrong_sign_velocity_rad_s", "watchdog_s", "recover_s",
-                 "fallback", "reason", "trips", "bad_s", "good_s")
+                 "share", "fallback", "reason", "trips", "bad_s", "good_s")
 
     def __init__(self, residual_limit_nm: float, wrong_sign_velocity_rad_s: float,
-                 watchdog_s: float, recover_s: float = math.inf) -> None:
+                 watchdog_s: float, recover_s: float = math.inf, share: float = 0.0) -> None:
         self.residual_limit_nm = residual_limit_nm  # [N·m]
+        # a residual within this share of the measured torque is consistent at any size [-]
+        self.share = share
         self.wrong_sign_velocity_rad_s = wrong_sign_velocity_rad_s  # [rad/s]
         self.watchdog_s = watchdog_s  # [s]
         self.recover_s = recover_s  # [s]
@@ -242,11 +247,13 @@ class Watchdog:
         self.good_s = 0.0
 
     def step(self, residual_nm: float, f_hat_nm: float, v_rad_s: float, dt_s: float,
-             finite: bool = True) -> bool:
-        """Judge one tick; return the fallback flag."""
+             finite: bool = True, measured_nm: float = 0.0) -> bool:
+        """Judge one tick (``measured_nm``: the measured torque the estimate is to explain, for
+        ``share``); return the fallback flag."""
         if not finite:
             reason = "non-finite input"
-        elif not abs(residual_nm) <= self.residual_limit_nm:
+        elif not (abs(residual_nm) <= self.residual_limit_nm
+                  or abs(residual_nm) <= self.share * abs(measured_nm)):
             reason = "residual"
         elif abs(v_rad_s) > self.wrong_sign_velocity_rad_s and f_hat_nm * v_rad_s < 0.0:
             reason = "wrong sign"

@@ -332,6 +332,29 @@ def test_watchdog_recovers_across_isolated_spikes_counted_from_the_trip():
     assert not wd.fallback
 
 
+def test_a_residual_within_its_share_of_the_measured_torque_is_consistent():
+    """``share``: a residual beyond the limit but within share·|measured| (the estimate explains
+    the larger part of what is measured: a level or a load off, the adapter's and the learned
+    terms' to correct) does not count; beyond both it does; share 0 is the limit alone. At a
+    measured torque near 0 (a reversal, rest) the limit decides."""
+    shared = Watchdog(0.1, 0.03, watchdog_s=0.2, share=0.5)
+    alone = Watchdog(0.1, 0.03, watchdog_s=0.2)
+    for _ in range(1000):  # 0.12 off of 0.3 measured: within half of it
+        shared.step(0.12, 0.2, 0.05, DT, True, 0.3)
+        alone.step(0.12, 0.2, 0.05, DT, True, 0.3)
+    assert not shared.fallback and shared.bad_s == 0.0
+    assert alone.fallback and alone.reason == "residual"
+    for _ in range(199):  # 0.16 off of 0.3: beyond half of it
+        shared.step(0.16, 0.2, 0.05, DT, True, 0.3)
+    assert not shared.fallback
+    shared.step(0.16, 0.2, 0.05, DT, True, 0.3)
+    assert shared.fallback and shared.reason == "residual"
+    near_zero = Watchdog(0.1, 0.03, watchdog_s=0.2, share=0.5)
+    for _ in range(200):  # measured 0.02: the limit alone decides
+        near_zero.step(0.11, 0.2, 0.05, DT, True, 0.02)
+    assert near_zero.fallback
+
+
 def test_the_load_is_the_half_sum_of_the_two_directions_at_common_speeds():
     """A load L and a friction error ±e: forward the friction less the believed curve is
     L + e, backward L − e. One direction alone cannot tell them apart (0, not trusted); both
@@ -968,14 +991,17 @@ def test_leaving_the_fallback_hands_the_feedforward_over_at_the_bounded_rate(tmp
     feedforward is then 0.06 N·m above the fallback's; crossfaded in fade_s (50 ms) that is a
     ramp the integrator follows 7 µrad behind. At the handover rate (observer.
     handover_rate_nm_s) the axis stays within a count. Measured (``bench compensation --seed
-    2``): creep 1.16× → 0.95× stribeck."""
+    2``): creep 1.16× → 0.95× stribeck. (With ``residual_share`` at its 0.5 the residual is
+    within half the measured torque and the watchdog does not trip: the case takes the limit
+    alone, share 0, to exercise the exit.)"""
     from hil.bench_compensation import build_cases
     from hil.scenarios import sim_run
 
     case = {n: c for n, _, c in build_cases(CFG, 0.2, 0.0, 20, 2)}["mc3"]
     peak, rms = {}, {}
     for name, rate in (("rule", None), ("fade only", math.inf)):
-        observer = dataclasses.replace(case.controller.observer, handover_rate_nm_s=rate)
+        observer = dataclasses.replace(case.controller.observer, handover_rate_nm_s=rate,
+                                       residual_share=0.0)
         cfg = dataclasses.replace(case, controller=dataclasses.replace(case.controller,
                                                                        observer=observer))
         summary = sim_run(cfg, "creep", tmp_path / name.replace(" ", "_"),
