@@ -31,9 +31,11 @@ from .pid import PID, inertia_feedforward
 #      tables and the Fc adapter see (the path table's lessons give it up, PathTable.shift);
 #      a residual within observer.residual_share of the measured torque is consistent (both
 #      watchdogs)
+#   8  the load estimate compares each direction with its own believed curve, and the speed
+#      table samples a set believed per direction at each direction's ratio (DirectionalParams)
 #   (controller.friction_se, which widens the feedforward model's bound, is not a bump: a log
 #   without it replays as before, and one with it names it in its header's config)
-CONTROL_LAW_REVISION = 7
+CONTROL_LAW_REVISION = 8
 
 
 class ControlLaw:

@@ -296,7 +296,7 @@ class LoadEstimate:
     their half-difference of it stays in."""
 
     __slots__ = ("time_constant_s", "evidence_s", "vs", "floor_nm", "load_nm", "trusted",
-                 "measured_nm", "_mean", "_seen")
+                 "measured_nm", "sides", "_mean", "_seen")
 
     def __init__(self, time_constant_s: float, evidence_s: float, vs: float,
                  floor_nm: float = 0.0) -> None:
@@ -310,6 +310,7 @@ class LoadEstimate:
         self.load_nm = 0.0  # [N·m]
         self.measured_nm = 0.0  # the half-sum, before the floor [N·m]
         self.trusted = False  # both directions measured at common speeds for evidence_s
+        self.sides = 0  # the directions measured so far: bit 1 forward, bit 2 backward
         # per bin, forward then backward: the input's mean [N·m] and the in-bin time [s]
         self._mean = [0.0] * (2 * _LOAD_BINS)
         self._seen = [0.0] * (2 * _LOAD_BINS)
@@ -323,6 +324,7 @@ class LoadEstimate:
         k = int(math.floor(2.0 * math.log2(speed / self.vs))) - _LOAD_BIN_LO if speed > 0.0 else 0
         k = 0 if k < 0 else (_LOAD_BINS - 1 if k >= _LOAD_BINS else k)
         j = k if direction > 0 else k + _LOAD_BINS
+        self.sides |= 1 if direction > 0 else 2
         seen = self._seen[j] + dt_s
         self._seen[j] = seen
         tau = self.time_constant_s

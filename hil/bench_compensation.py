@@ -19,6 +19,9 @@ Cases:
   vs ~ log-U[1e-4, 1e-1]) plus sigma0 ~ log-U[1e3, 1e5] and sigma1 from a bristle damping ratio
   ζ ~ U[0.1, 2] (sigma1 = 2ζ·sqrt(sigma0·J)); the believed set off by U[15 %, 30 %] per
   parameter (J too) with random signs (Fs raised to Fc where needed, so the Fs/Fc ratio is wrong);
+- ``--loaded``: each Monte Carlo plant also on a loaded axis (``<name>/loaded``: a load and, on
+  a rotary axis, an unbalance of U[0, 0.3]·Fc each, the load's sign and the unbalance's phase
+  random), kind Monte Carlo;
 - ``--exact`` (and ``--identify``): each Monte Carlo plant also believed exactly
   (``<name>/exact``), in the exact-set goal line: "any plausible table" on more than three;
 - ``--accept``: each believed-wrong case (``reference±20%``, ``damped±30%``, ``stiff±30%``,
@@ -282,9 +285,32 @@ def tilted(cfg: Config, fraction: float = TILT_FRACTION) -> Config:
     return dataclasses.replace(cfg, plant=plant)
 
 
-def build_cases(cfg: Config, mismatch: float, kt_m: float, monte_carlo: int, seed: int
-                ) -> list[tuple[str, str, Config]]:
-    """(case name, kind, config); kind: exact | mismatched | mc."""
+LOADED = "/loaded"  # the suffix of a Monte Carlo plant on a loaded axis (--loaded)
+LOAD_SHARE = 0.3  # its load and unbalance amplitude: each U[0, this]·Fc of the plant
+
+
+def with_random_load(cfg: Config, rng: random.Random) -> Config:
+    """The plant on a loaded axis: a constant load of U[0, LOAD_SHARE]·Fc with a random sign
+    and, on a rotary axis, an unbalance of U[0, LOAD_SHARE]·Fc at a random phase (added to
+    what the config has); friction and belief unchanged."""
+    f = cfg.plant.friction
+    fc = (f.forward if isinstance(f, DirectionalParams) else f).Fc
+    load = rng.choice((-1.0, 1.0)) * rng.uniform(0.0, LOAD_SHARE) * fc
+    unbalance = rng.uniform(0.0, LOAD_SHARE) * fc
+    phase = rng.uniform(0.0, 2.0 * math.pi)
+    rotary = cfg.units == "rotary"
+    plant = dataclasses.replace(
+        cfg.plant, load_torque_nm=cfg.plant.load_torque_nm + load,
+        unbalance_nm=cfg.plant.unbalance_nm + (unbalance if rotary else 0.0),
+        unbalance_phase_rad=phase if rotary else cfg.plant.unbalance_phase_rad)
+    return dataclasses.replace(cfg, plant=plant)
+
+
+def build_cases(cfg: Config, mismatch: float, kt_m: float, monte_carlo: int, seed: int,
+                loaded: bool = False) -> list[tuple[str, str, Config]]:
+    """(case name, kind, config); kind: exact | mismatched | mc. ``loaded``: each Monte Carlo
+    plant also on a loaded axis (``<name>/loaded``, :func:`with_random_load`), drawn from a
+    random stream of its own so the plants and beliefs stay as drawn without it."""
     cases = [("reference", "exact", cfg),
              (f"reference±{mismatch:.0%}", "mismatched", mismatched(cfg, mismatch, kt_m=kt_m)),
              ("tilted", "exact", tilted(cfg)),
@@ -294,8 +320,11 @@ def build_cases(cfg: Config, mismatch: float, kt_m: float, monte_carlo: int, see
         cases.append((name, "exact", exact))
         cases.append((f"{name}±30%", "mismatched", mismatched(exact, 0.3, kt_m=kt_m)))
     rng = random.Random(seed)
-    for i in range(monte_carlo):
-        cases.append((f"mc{i}", "mc", random_belief(random_plant(cfg, rng), rng)))
+    plants = [(f"mc{i}", random_belief(random_plant(cfg, rng), rng)) for i in range(monte_carlo)]
+    cases += [(name, "mc", c) for name, c in plants]
+    if loaded:
+        load_rng = random.Random(f"loaded {seed}")
+        cases += [(f"{name}{LOADED}", "mc", with_random_load(c, load_rng)) for name, c in plants]
     return cases
 
 
@@ -597,8 +626,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exact", action="store_true",
                         help="also run each Monte Carlo plant believed exactly (cases "
                              "<name>/exact): they join the exact-set and never-worse goal lines")
+    parser.add_argument("--loaded", action="store_true",
+                        help="also run each Monte Carlo plant on a loaded axis (cases "
+                             "<name>/loaded: a load of U[0, 0.3]·Fc with a random sign and, on a "
+                             "rotary axis, an unbalance of U[0, 0.3]·Fc at a random phase; drawn "
+                             "apart, so the plants stay as drawn)")
     parser.add_argument("--identify", action="store_true",
-                        help="also identify each non-reference plant (damped, stiff, Monte Carlo) "
+                        help="also identify each non-reference plant (tilted, damped, stiff, Monte Carlo) "
                              "from the shipped believed set and run it with the identified set "
                              "(cases <name>/id)")
     parser.add_argument("--accept", action="store_true",
@@ -628,7 +662,8 @@ def main(argv: list[str] | None = None) -> int:
     modes = tuple(m for m in args.modes.split(",") if m)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    cases = build_cases(cfg, args.mismatch, args.kt_mismatch, args.monte_carlo, args.seed)
+    cases = build_cases(cfg, args.mismatch, args.kt_mismatch, args.monte_carlo, args.seed,
+                        args.loaded)
     wanted: set[str] = set()
     if args.cases:
         wanted = set(args.cases.split(","))
@@ -645,7 +680,7 @@ def main(argv: list[str] | None = None) -> int:
         from .bench_identify import identified_cases
 
         plants = [c for c in cases
-                  if c[1] in ("exact", "mc") and c[0] not in ("reference", "tilted")]
+                  if c[1] in ("exact", "mc") and c[0] != "reference"]
         cases = cases + identified_cases(plants, cfg, out, args.seed, spec)
     if args.exact or args.identify:
         cases = cases + believed_exactly(cases)

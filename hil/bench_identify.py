@@ -3,8 +3,9 @@ identified set as ``--params`` would, and compare ``lugre_adaptive`` with the or
 compensator fed the plant's true friction state) on creep, reversal and scan.
 
 Used by ``frictionctl identify --check`` (the plant of the config) and by
-``frictionctl bench compensation --identify`` (the ``damped`` and ``stiff`` tables and Monte
-Carlo plants, each identified starting from the shipped believed set, as a new user would).
+``frictionctl bench compensation --identify`` (the ``tilted``, ``damped`` and ``stiff`` tables
+and Monte Carlo plants, each identified starting from the shipped believed set, as a new user
+would).
 Both map picklable tasks with :func:`controller.executor.run_map`.
 """
 

@@ -57,6 +57,34 @@ def test_the_tilted_case_adds_a_load_and_an_unbalance_scaled_by_the_plants_fc():
     assert kinds["tilted"] == "exact" and kinds["tilted±20%"] == "mismatched"
 
 
+def test_loaded_monte_carlo_plants_add_a_load_and_leave_the_draws_as_they_were():
+    """``--loaded``: each Monte Carlo plant again as ``<name>/loaded``, kind mc, with the same
+    friction and belief and a load of at most 0.3·Fc (either sign) plus, on a rotary axis, an
+    unbalance of at most 0.3·Fc; drawn from a stream of its own, so the plants without it are
+    those drawn without ``--loaded``, and the loads differ from plant to plant."""
+    cfg = reference_config()
+    plain = build_cases(cfg, 0.2, 0.0, 8, 3)
+    with_loads = build_cases(cfg, 0.2, 0.0, 8, 3, loaded=True)
+    assert with_loads[:len(plain)] == plain
+    extra = with_loads[len(plain):]
+    assert [name for name, _, _ in extra] == [f"mc{i}/loaded" for i in range(8)]
+    by_name = {name: c for name, _, c in plain}
+    loads = []
+    for name, kind, c in extra:
+        base = by_name[name.removesuffix("/loaded")]
+        assert kind == "mc" and c.controller == base.controller
+        assert c.plant.friction == base.plant.friction and c.plant.J == base.plant.J
+        fc = base.plant.friction.Fc
+        assert abs(c.plant.load_torque_nm) <= 0.3 * fc
+        assert 0.0 <= c.plant.unbalance_nm <= 0.3 * fc
+        loads.append(c.plant.load_torque_nm)
+    assert len(set(loads)) == 8 and min(loads) < 0.0 < max(loads)
+    assert build_cases(cfg, 0.2, 0.0, 8, 3, loaded=True) == with_loads  # deterministic
+    stage = load_config(resolve_config_path("linear_stage"))
+    assert all(c.plant.unbalance_nm == 0.0 for name, _, c in build_cases(stage, 0.2, 0.0, 4, 1,
+                                                                         loaded=True))
+
+
 def test_monte_carlo_plants_follow_the_ranges():
     cfg = reference_config()
     rng = random.Random(7)

@@ -14,11 +14,12 @@ import yaml
 
 from controller.compensation import StaticCompensator, TickSignals
 from controller.config import load_config
-from controller.friction import LuGreParams
+from controller.friction import DirectionalParams, LuGreParams
 from controller.lugre_compensator import make_lugre_compensator
 from controller.runlog import read_log
 from controller.runner import controlled_mask
-from hil.bench_compensation import build_cases, mismatched, resolve_config_path, tilted
+from hil.bench_compensation import (believed_exactly, build_cases, mismatched,
+                                    resolve_config_path, tilted)
 from hil.replay import format_batch, replay
 
 from .conftest import reference_config, sim
@@ -277,15 +278,33 @@ def test_a_load_and_a_level_error_in_the_first_direction_keep_the_observer(tmp_p
     trips, and once the other direction has slid the load is fed forward apart. Measured:
     0.44 µrad, 0.54× the oracle's 0.80 (``stribeck`` 4.4 µrad); with the limit alone the
     first pass fell back and nothing was fed until the load was known (7.3× oracle)."""
-    cfg = mismatched(tilted(reference_config()), 0.2)
-    rms = {}
+    rms, fell_back = _reversal_against_the_oracle(mismatched(tilted(reference_config()), 0.2),
+                                                  tmp_path)
+    assert not fell_back and rms["lugre_adaptive"] < 0.8 * rms["oracle"]
+
+
+def _reversal_against_the_oracle(cfg, tmp_path) -> tuple[dict[str, float], bool]:
+    """The 8 s reversal: rms per mode (lugre_adaptive, oracle) and whether the first fell back."""
+    rms, fell_back = {}, False
     for mode in ("lugre_adaptive", "oracle"):
         summary, run, _ = sim(cfg, tmp_path / mode, scenario="reversal", duration_s=8.0,
                               compensation=mode)
         rms[mode] = summary["rms_error_rad"]
-        if mode == "lugre_adaptive":
-            assert not run["fallback"].any()
-    assert rms["lugre_adaptive"] < 0.8 * rms["oracle"]
+        fell_back = fell_back or bool(run["fallback"].any())
+    return rms, fell_back
+
+
+def test_a_large_load_is_not_taken_for_a_wrong_set_in_the_first_reverse_pass(tmp_path):
+    """``bench compensation --loaded``, seed 1's mc3/loaded believed exactly: a load and an
+    unbalance of 0.075 N·m each (0.3·Fc). In the first reverse pass the load takes the
+    measured friction down to 0.1 N·m while the believed curve says 0.25: beyond the limit
+    and beyond half the measured torque. Judged there, both watchdogs tripped and nothing was
+    fed until the load was known (reversal 4.72× oracle); unjudged until the load estimate has
+    both directions (``_load_grace``), no fallback: 0.70× oracle."""
+    cases = build_cases(reference_config(), 0.2, 0.0, 20, 1, loaded=True)
+    cfg = {name: c for name, _, c in believed_exactly(cases)}["mc3/loaded/exact"]
+    rms, fell_back = _reversal_against_the_oracle(cfg, tmp_path)
+    assert not fell_back and rms["lugre_adaptive"] < 1.0 * rms["oracle"]
 
 
 def test_a_known_load_is_fed_forward_not_learned(tmp_path):
@@ -313,6 +332,54 @@ def test_a_known_load_is_fed_forward_not_learned(tmp_path):
     assert half["lugre_adaptive"] < 1.3 * half["oracle"]
     # the oracle feeds the true friction alone: the difference of the means is the load
     assert ff["lugre_adaptive"] - ff["oracle"] == pytest.approx(load, rel=0.1)  # 0.525
+
+
+def _held_in_the_set(load: float):
+    """The reference table with a load, believed as identification writes it: one set per
+    direction, forward Fc and Fs higher by the load, reverse lower (the two directions differ
+    by it at every speed)."""
+    cfg = reference_config()
+    a = cfg.plant.friction
+    believed = DirectionalParams(forward=a.scaled(Fc=(a.Fc + load) / a.Fc, Fs=(a.Fs + load) / a.Fs),
+                                 reverse=a.scaled(Fc=(a.Fc - load) / a.Fc, Fs=(a.Fs - load) / a.Fs))
+    cfg = dataclasses.replace(cfg, plant=dataclasses.replace(cfg.plant, load_torque_nm=load))
+    return dataclasses.replace(cfg, controller=dataclasses.replace(cfg.controller,
+                                                                   friction=believed))
+
+
+def test_a_load_the_believed_set_holds_per_direction_is_not_fed_again(tmp_path):
+    """A set believed per direction holds an even part of its own: ``frictionctl identify`` on a
+    tilted table writes the load into it (forward higher, reverse lower by it). The load
+    estimate compares the measurement with each direction's believed curve, so it reads no
+    load there; against the mean of the two it read the load and fed it on top of the set's
+    (the path table then learned it back out, the Fc adapter's level rose to 1.09: the scan
+    0.6 µrad, model inconsistent at 6.3 s on the identified set). The speed table's samples are
+    put on the set of both directions at each direction's ratio, so the online fit does not
+    read the directions' difference as a curve that differs."""
+    cfg = _held_in_the_set(0.05)
+    half = {}
+    for mode in ("lugre_adaptive", "oracle"):
+        summary, run, _ = sim(cfg, tmp_path / mode, scenario="scan", duration_s=20.0,
+                              compensation=mode)
+        late = (run["t_s"] >= 10.0) & controlled_mask(run)
+        e = (run["pos_rad"] - run["pos_ref_rad"])[late]
+        half[mode] = np.sqrt(np.mean(e ** 2))
+        if mode == "lugre_adaptive":
+            assert summary["load_nm"] == 0.0 and not summary["reidentify"], summary
+    assert half["lugre_adaptive"] < 1.2 * half["oracle"]
+
+
+def test_a_set_believed_per_direction_raises_no_false_alarm_on_a_scan(tmp_path):
+    """The reference table with a reverse friction 1.3 times the forward one, believed exactly
+    (one set per direction), on a scan: no load is read (the believed curves are each
+    direction's) and the online fit raises no ``reidentify`` (it read the two directions'
+    levels, sampled into one table, as a static curve that differs: 4.06 s)."""
+    a = reference_config().plant.friction
+    true = DirectionalParams(forward=a, reverse=a.scaled(Fc=1.3, Fs=1.3))
+    summary, _, _ = sim(with_plant_friction(reference_config(), true), tmp_path, scenario="scan",
+                        duration_s=20.0, compensation="lugre_adaptive")
+    assert summary["load_nm"] == 0.0
+    assert not summary["reidentify"], summary["reidentify_reason"]
 
 
 def test_the_odd_lesson_is_what_the_two_directions_learned_with_opposite_signs():

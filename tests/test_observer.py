@@ -545,19 +545,25 @@ def test_the_dob_weight_is_ramped_in_over_the_pre_sliding_travel():
     assert seen > 5  # the ramp really acted on a weight that was there
 
 
-def _steady_dob_terms(comp, v: float, offset_nm: float, ticks: int) -> list[float]:
-    """The DOB term per tick at constant reference speed ``v`` from the first tick (the plant
-    on the reference), the measured current ``offset_nm`` above the static curve."""
-    s, terms = TickSignals(), []
-    for i in range(ticks):
-        s.t_s = (i + 1) * DT
+def _drive(comp, s: TickSignals, v: float, offset_nm: float, ticks: int, read) -> list:
+    """Drive the compensator open-loop for ``ticks`` at constant speed ``v`` (the plant on the
+    reference), the measured torque the believed static curve plus ``offset_nm``; ``read``
+    of the compensator per tick."""
+    out = []
+    for _ in range(ticks):
+        s.t_s += DT
         s.vel_ref_rad_s = s.vel_rad_s = v
         s.pos_ref_rad += v * DT
         s.pos_rad = s.pos_ref_rad
         s.current_a = (stribeck(P, v) + offset_nm) / CFG.controller.Kt
         comp.step(s, DT)
-        terms.append(comp.dob_nm)
-    return terms
+        out.append(read(comp))
+    return out
+
+
+def _steady_dob_terms(comp, v: float, offset_nm: float, ticks: int) -> list[float]:
+    """The DOB term per tick at constant reference speed ``v`` from the first tick."""
+    return _drive(comp, TickSignals(), v, offset_nm, ticks, lambda c: c.dob_nm)
 
 
 def test_the_dob_term_is_handed_over_to_the_integrator_at_the_bounded_rate():
@@ -1017,6 +1023,34 @@ def test_leaving_the_fallback_hands_the_feedforward_over_at_the_bounded_rate(tmp
     assert peak["fade only"] > 5e-6  # the case exercises the exit
     assert peak["rule"] < 1e-6
     assert rms["rule"] < 0.85 * rms["fade only"]
+
+
+def _slide(comp, s, v: float, offset_nm: float, seconds: float) -> list[bool]:
+    """The fallback flag per tick, sliding at v for ``seconds`` (:func:`_drive`)."""
+    return _drive(comp, s, v, offset_nm, round(seconds / DT), lambda c: c.fallback)
+
+
+def test_the_other_direction_is_not_judged_until_the_load_is_known_nor_for_long():
+    """Once one direction has slid, a residual in the other may be a load (only the two
+    together tell a load from a friction error): it goes unjudged until the load estimate
+    has both directions at common speeds, at most ``recover_s`` of such ticks. Here the other
+    direction slides ten times faster (no common speed bin: the load never becomes known)
+    with a residual of 0.3 N·m: the watchdog trips ``watchdog_s`` after the grace ends, not
+    ``watchdog_s`` after the reversal (as it did before the grace). In the first direction,
+    and with the grace spent, the residual is judged as ever."""
+    comp = _compensator()
+    s = TickSignals()
+    assert not any(_slide(comp, s, 0.05, 0.0, 1.0))  # consistent: the forward side measured
+    assert comp.load.sides == 1 and not comp.load.trusted
+    flags = _slide(comp, s, -0.5, 0.3, 3.0)
+    first = flags.index(True) * DT
+    grace, watch = comp.cfg.recover_s, comp.cfg.watchdog_s
+    assert grace + watch - 0.05 <= first <= grace + watch + 0.05, first
+    assert comp._grace_s == pytest.approx(grace, abs=2 * DT)
+    fresh = _compensator()  # the first direction: judged at once
+    t = TickSignals()
+    flags = _slide(fresh, t, 0.05, 0.3, 1.0)
+    assert flags.index(True) * DT == pytest.approx(watch, abs=0.02)
 
 
 def test_non_finite_measurement_falls_back_at_once_and_keeps_state():
