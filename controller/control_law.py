@@ -32,7 +32,9 @@ from .pid import PID, inertia_feedforward
 #      a residual within observer.residual_share of the measured torque is consistent (both
 #      watchdogs)
 #   8  the load estimate compares each direction with its own believed curve, and the speed
-#      table samples a set believed per direction at each direction's ratio (DirectionalParams)
+#      table samples a set believed per direction at each direction's ratio (DirectionalParams);
+#      once one direction has slid, the other's residual goes unjudged until the load is known
+#      (LuGreCompensator._load_grace, at most recover_s)
 #   (controller.friction_se, which widens the feedforward model's bound, is not a bump: a log
 #   without it replays as before, and one with it names it in its header's config)
 CONTROL_LAW_REVISION = 8
