@@ -29,7 +29,7 @@ from .pid import PID, inertia_feedforward
 #      accumulates leakily (observer.Watchdog)
 #   7  the known load fed forward apart and taken out of what the models, the DOB, the learned
 #      tables and the Fc adapter see (the path table's lessons give it up, PathTable.shift);
-#      a residual within observer.residual_share of the measured torque is consistent (both
+#      a residual within observer.residual_share of the measured friction is consistent (both
 #      watchdogs)
 #   8  the load estimate compares each direction with its own believed curve, and the speed
 #      table samples a set believed per direction at each direction's ratio (DirectionalParams);

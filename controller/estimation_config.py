@@ -67,7 +67,8 @@ class ObserverConfig:
     #   less the believed static curve, compared at common speeds where the Fc adapter judges
     #   sliding, over recover_s, trusted after watchdog_s, taken beyond 0.1·Fc;
     #   controller.observer.LoadEstimate) [N·m]; rule: 0.5·Fc
-    residual_share: float = 0.5  # ... and above this share of the measured torque (the estimate
+    residual_share: float = 0.5  # ... and above this share of the measured friction (the
+    #   measured torque less a known load; the estimate
     #   explains less than the rest of it; also the fallback's static curve: fed while it
     #   leaves less) [-]; 0: the limit alone
     wrong_sign_velocity_rad_s: Optional[float] = None  # watchdog: sliding faster than this, F̂

@@ -475,16 +475,14 @@ class PathTable:
         that has become known). A lesson holds as much of it as the residual held when it was
         learned (the estimator's correction takes part of a load in), so each is moved by
         ``delta_nm`` toward 0 and no further: a lesson of the load's sign gives it up, one of
-        the other sign (the friction's error against the load) is kept. The term fed is
-        recomputed from the table on the next tick."""
+        the other sign (the friction's error against the load) is kept. So is the term fed
+        last (held at rest and beyond the last bin, where it falls from there). ``peak_nm`` and
+        ``odd_nm`` follow when the next pass ends."""
         for tables in (self.values, self.pending, self.pending_rest):
             for table in tables:
                 for i in range(_PATH_BINS):
-                    x = table[i]
-                    if delta_nm > 0.0 and x > 0.0:
-                        table[i] = x - delta_nm if x > delta_nm else 0.0
-                    elif delta_nm < 0.0 and x < 0.0:
-                        table[i] = x - delta_nm if x < delta_nm else 0.0
+                    table[i] = _toward_zero(table[i], delta_nm)
+        self.term_nm = _toward_zero(self.term_nm, delta_nm)
 
     def _smooth(self, table: list[float]) -> None:
         """In place, the zero-phase low-pass along the bins: each bin becomes (1 − s)·itself +
@@ -517,6 +515,15 @@ class PathTable:
             alpha = alpha if alpha > w * forget else w * forget
             x = table[j] + alpha * (residual - table[j])
             table[j] = lim if x > lim else (-lim if x < -lim else x)
+
+
+def _toward_zero(x: float, delta: float) -> float:
+    """x moved by ``delta`` toward 0, no further, where x has delta's sign; else x."""
+    if delta > 0.0 and x > 0.0:
+        return x - delta if x > delta else 0.0
+    if delta < 0.0 and x < 0.0:
+        return x - delta if x < delta else 0.0
+    return x
 
 
 class StaticCurveFit:

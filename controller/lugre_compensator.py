@@ -28,7 +28,7 @@ Per tick (all in :meth:`LuGreCompensator.step`, SI units):
    known load is fed forward apart (``load_ff_nm``, reached at ``handover_rate_nm_s``) and
    taken out of the measured friction the models, the DOB, the learned tables and the Fc
    adapter see; the path table's lessons give it up as it is fed (:meth:`PathTable.shift`).
-   A residual within ``residual_share`` of the measured torque is consistent at any size
+   A residual within ``residual_share`` of the measured friction is consistent at any size
    (both watchdogs): the estimate, or the curve, explains the larger part of it;
 6. ``lugre_adaptive``: Fc adapter (scale on the Stribeck level of both models), drift monitor
    (``reidentify``) and, with ``cfg.schedule``, the scheduler (blended friction sets swapped into
@@ -171,11 +171,12 @@ class LuGreCompensator(Compensator):
         # Fc passed the residual limit, the static curve's watchdog read the same load as a
         # wrong set, and nothing was fed for the rest of the run (reversal 16× oracle, worse
         # than off; 7.3× once the load was judged apart; 0.54× with it fed forward and the
-        # residual judged against the measured torque, observer.residual_share)
+        # residual judged against the measured friction, observer.residual_share)
         self._load_curve = representative(friction)  # its scale: the bins' vs, the floor's Fc
         # the curve itself per direction, as configured: a set believed per direction holds
         # an even part of its own (a load identified into it), which is not the load's to add
         self._directional = isinstance(friction, DirectionalParams)
+        self._table_set = representative(friction)  # kept by _set_params
         self._load_sets = ((friction.forward, friction.reverse)
                            if isinstance(friction, DirectionalParams) else (friction, friction))
         # a load up to 0.1·Fc is not taken as one: the half-sum of a set believed wrong reads
@@ -386,6 +387,7 @@ class LuGreCompensator(Compensator):
     def _set_params(self, params: FrictionParams) -> None:
         """Swap the models' set between ticks; the feedforward bump it causes is absorbed on the
         next step and released at ``max_ff_step_nm`` per tick (bumpless)."""
+        self._table_set = representative(params)  # the speed table's set of both directions
         model = self.ff_model if self.ff_model is not None else self.estimator
         if self._switched_from is None:
             self._switched_from = (model.params, model.L, model.scale)
@@ -502,7 +504,9 @@ class LuGreCompensator(Compensator):
         none. Graded: lugre → stribeck → off; ``fallback_mode`` says which.
 
         On the static curve ``step`` keeps the DOB's term (:meth:`_fallback_residual`); with
-        ``off`` nothing is fed forward: the set is wrong beyond what it may correct."""
+        ``off`` no friction is fed forward: the set is wrong beyond what it may correct (a
+        known load still is: it is the even part of the measurement, which a friction level
+        wrong by any amount leaves alone)."""
         if self._static is None:
             self.fallback_mode = "off"
             return 0.0
@@ -512,10 +516,10 @@ class LuGreCompensator(Compensator):
         elif abs(v) > wd.wrong_sign_velocity_rad_s and r == r:
             curve = static_curve(self.estimator.active, v, self.estimator.scale)
             self._static_lag += self.momentum.gain * (curve - self._static_lag)
-            # against the whole measured torque (residual_share: a curve that leaves less than
+            # against the measured friction (residual_share: a curve that leaves less than
             # half of it, fed, gains more than half of what nothing would leave)
-            left = 0.0 if self._grace else r - self._static_lag - unfed
-            wd.step(left, curve, v, dt_s, True, r + self.load_ff_nm)
+            wd.step(r - self._static_lag - unfed, curve, v, dt_s, True, r - unfed,
+                    not self._grace)
         else:
             self._static_lag = r if r == r else self._static_lag
         if self._rejudge:
@@ -796,10 +800,9 @@ class LuGreCompensator(Compensator):
         # what the judges see: the residual less the part of the load not yet fed forward
         fed = self.load_ff_nm
         unfed = load - fed
-        judged = residual - unfed
-        if self._load_grace(v, hold, dt_s):
-            judged = 0.0
-        fallback = self.watchdog.step(judged, f_hat, v, dt_s, finite, r + fed)
+        # the share against the measured friction: the measurement less the whole load
+        fallback = self.watchdog.step(residual - unfed, f_hat, v, dt_s, finite, r - unfed,
+                                      not self._load_grace(v, hold, dt_s))
         drift_monitor = self.drift  # present with the adapter
         if self.adapter is not None and drift_monitor is not None:
             p = est.active
@@ -912,8 +915,14 @@ class LuGreCompensator(Compensator):
             step = self._handover_rate * dt_s
             now = load if fed - step <= load <= fed + step else (
                 fed + step if load > fed else fed - step)
-            if now != fed and self.path_table is not None:  # its lessons held the load
-                self.path_table.shift(now - fed)
+            if self.path_table is not None and now != fed:
+                # its lessons held the load: as more is fed they give up what the feed grows
+                # by, in its sign; a feed that falls back is relearned by the table (shifted
+                # then, its lessons of the other sign, the friction's own, would be eroded)
+                if now * fed < 0.0:  # through 0: grown from there
+                    self.path_table.shift(now)
+                elif abs(now) > abs(fed):
+                    self.path_table.shift(now - fed)
             fed = now
             self.load_ff_nm = fed
         ff += fed
@@ -1253,14 +1262,13 @@ class LuGreCompensator(Compensator):
                     self._table_load - load > self._table_shift_nm:
                 # the load changed since the bins were sampled (first known after a pass in
                 # each direction, when one direction's samples hold it): taken out of them too
-                table.shift(load - self._table_load, p)
+                table.shift(load - self._table_load, self._table_set if self._directional else p)
                 self._table_load = load
             f = r - self._table_load  # the friction: a load is not on the static curve
             friction = f if vel > 0.0 else -f
             shape = (friction - p.sigma2 * speed) / g(p, speed)
             if self._directional:  # the fit's curve is of both directions: at this one's ratio
-                rep = representative(self._current_set())
-                friction *= (g(rep, speed) + rep.sigma2 * speed) / (g(p, speed) + p.sigma2 * speed)
+                friction = shape * g(self._table_set, speed) + self._table_set.sigma2 * speed
             acc = s.acc_ref_rad_s2
             rising = acc * v_ref  # > 0: |v| rising
             side = 0 if rising == 0.0 else (1 if rising > 0.0 else -1)

@@ -247,13 +247,14 @@ class Watchdog:
         self.good_s = 0.0
 
     def step(self, residual_nm: float, f_hat_nm: float, v_rad_s: float, dt_s: float,
-             finite: bool = True, measured_nm: float = 0.0) -> bool:
+             finite: bool = True, measured_nm: float = 0.0, judged: bool = True) -> bool:
         """Judge one tick (``measured_nm``: the measured torque the estimate is to explain, for
-        ``share``); return the fallback flag."""
+        ``share``; ``judged`` False: the residual is not judged this tick, and a tick found
+        consistent then counts neither way); return the fallback flag."""
         if not finite:
             reason = "non-finite input"
-        elif not (abs(residual_nm) <= self.residual_limit_nm
-                  or abs(residual_nm) <= self.share * abs(measured_nm)):
+        elif judged and not (abs(residual_nm) <= self.residual_limit_nm
+                             or abs(residual_nm) <= self.share * abs(measured_nm)):
             reason = "residual"
         elif abs(v_rad_s) > self.wrong_sign_velocity_rad_s and f_hat_nm * v_rad_s < 0.0:
             reason = "wrong sign"
@@ -267,7 +268,7 @@ class Watchdog:
                 self.reason = reason
                 self.trips += 1
                 self.good_s = 0.0  # recovery counts from the trip
-        else:
+        elif judged:
             self.bad_s = self.bad_s - dt_s if self.bad_s > dt_s else 0.0
             self.good_s += dt_s
             if self.fallback and self.good_s >= self.recover_s:

@@ -1051,6 +1051,11 @@ def test_the_other_direction_is_not_judged_until_the_load_is_known_nor_for_long(
     t = TickSignals()
     flags = _slide(fresh, t, 0.05, 0.3, 1.0)
     assert flags.index(True) * DT == pytest.approx(watch, abs=0.02)
+    # an unjudged tick is no evidence of consistency: tripped in the first direction, the
+    # watchdog does not recover through the other direction's grace (it did, at 2.0 s, when
+    # unjudged ticks were judged consistent)
+    flags = _slide(fresh, t, -0.5, 0.3, grace + 0.1)
+    assert all(flags) and fresh.watchdog.good_s == 0.0
 
 
 def test_non_finite_measurement_falls_back_at_once_and_keeps_state():
