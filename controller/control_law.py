@@ -35,9 +35,12 @@ from .pid import PID, inertia_feedforward
 #      table samples a set believed per direction at each direction's ratio (DirectionalParams);
 #      once one direction has slid, the other's residual goes unjudged until the load is known
 #      (LuGreCompensator._load_grace, at most recover_s)
+#   9  when the load becomes known and the two directions show the believed level right within
+#      the inconsistency alarm's bound, the alarm's count made with the load in the residual
+#      restarts (LuGreCompensator._rejudge_inconsistency)
 #   (controller.friction_se, which widens the feedforward model's bound, is not a bump: a log
 #   without it replays as before, and one with it names it in its header's config)
-CONTROL_LAW_REVISION = 8
+CONTROL_LAW_REVISION = 9
 
 
 class ControlLaw:

@@ -373,6 +373,7 @@ def test_the_load_is_the_half_sum_of_the_two_directions_at_common_speeds():
     assert not est.trusted and est.load_nm == 0.0
     est.step(0.05 - 0.04, -0.05, -1, DT)
     assert est.trusted and est.load_nm == pytest.approx(0.05, rel=1e-9)
+    assert est.odd_nm == pytest.approx(0.04, rel=1e-9)  # the level error, its sign forward's
     assert est.step(5.0, 0.05, 0, DT) == est.step(math.nan, 0.05, +1, DT) == \
         pytest.approx(0.05, rel=1e-9)
     # the load changes to 0.02 (the axis turned under an unbalance), measured backward: up to
