@@ -35,9 +35,10 @@ from .pid import PID, inertia_feedforward
 #      table samples a set believed per direction at each direction's ratio (DirectionalParams);
 #      once one direction has slid, the other's residual goes unjudged until the load is known
 #      (LuGreCompensator._load_grace, at most recover_s)
-#   9  when the load becomes known and the two directions show the believed level right within
+#   9  when the load becomes known and the two directions show the believed curve right within
 #      the inconsistency alarm's bound, the alarm's count made with the load in the residual
-#      restarts (LuGreCompensator._rejudge_inconsistency)
+#      restarts (LuGreCompensator._rejudge_inconsistency); the path table gives up a fed load
+#      in steps of its dead zone, not tick by tick (PathTable.shift)
 #   (controller.friction_se, which widens the feedforward model's bound, is not a bump: a log
 #   without it replays as before, and one with it names it in its header's config)
 CONTROL_LAW_REVISION = 9

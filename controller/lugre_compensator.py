@@ -542,16 +542,16 @@ class LuGreCompensator(Compensator):
     def _rejudge_inconsistency(self) -> None:
         """The tick the load became known: the inconsistency alarm's count so far judged the
         residual with the load in it (one direction had slid; there a load and a level error
-        are one number). Where a load is taken and the two directions show the believed level
-        right within the alarm's bound (|``LoadEstimate.odd_nm``| <= inconsistent_residual_nm),
-        what was counted was the load's: the count restarts and the mean from that level.
-        A level off beyond the bound keeps its count (a wrong set's alarm stays as timely),
-        and so does everything without a load (it has nothing to re-judge)."""
+        are one number). Where a load is taken and the two directions show the believed curve
+        right within the alarm's bound at every speed both slid at, on the whole
+        (``LoadEstimate.level_error_nm`` <= inconsistent_residual_nm), what was counted was
+        the load's: the count restarts and the mean from that error. A curve off beyond the
+        bound keeps its count (a wrong set's alarm stays as timely), and so does everything
+        without a load (it has nothing to re-judge)."""
         load = self.load
-        odd = load.odd_nm if load.odd_nm >= 0.0 else -load.odd_nm
-        if load.load_nm != 0.0 and odd <= self._inconsistent_nm:
+        if load.load_nm != 0.0 and load.level_error_nm <= self._inconsistent_nm:
             self._inconsistent_s = 0.0
-            self._abs_residual = odd
+            self._abs_residual = load.level_error_nm
 
     def _load_grace(self, v: float, hold: bool, dt_s: float) -> bool:
         """Whether the residual goes unjudged this tick (``_grace``): the load is not known yet,

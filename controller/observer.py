@@ -294,12 +294,13 @@ class LoadEstimate:
     the speed does not read as load when the two directions slid at different speeds. A load
     up to ``floor_nm`` is not taken as one (``measured_nm`` still says it). A load that varies
     with the angle (an unbalance) is read at the angles the two directions last slid over:
-    their half-difference of it stays in. ``odd_nm``, the half-difference of the two
-    directions' means over the same bins, is what the believed curve's level is off by there
-    (positive: the measured friction is higher), once trusted."""
+    their half-difference of it stays in. ``level_error_nm``, once trusted: the two directions'
+    half-difference, bin by bin, in magnitude, weighted over the same bins: how far the
+    friction is off the believed static curve as configured (not the adapted model), load
+    apart; errors of opposite sign at different speeds (Fs high, Fc low) do not cancel."""
 
     __slots__ = ("time_constant_s", "evidence_s", "vs", "floor_nm", "load_nm", "trusted",
-                 "measured_nm", "odd_nm", "sides", "_mean", "_seen")
+                 "measured_nm", "level_error_nm", "sides", "_mean", "_seen")
 
     def __init__(self, time_constant_s: float, evidence_s: float, vs: float,
                  floor_nm: float = 0.0) -> None:
@@ -312,7 +313,7 @@ class LoadEstimate:
     def reset(self) -> None:
         self.load_nm = 0.0  # [N·m]
         self.measured_nm = 0.0  # the half-sum, before the floor [N·m]
-        self.odd_nm = 0.0  # the half-difference: the friction's own level error [N·m]
+        self.level_error_nm = 0.0  # the half-differences' weighted magnitude [N·m]
         self.trusted = False  # both directions measured at common speeds for evidence_s
         self.sides = 0  # the directions measured so far: bit 1 forward, bit 2 backward
         # per bin, forward then backward: the input's mean [N·m] and the in-bin time [s]
@@ -333,20 +334,21 @@ class LoadEstimate:
         self._seen[j] = seen
         tau = self.time_constant_s
         self._mean[j] += dt_s / (seen if seen < tau else tau) * (friction_nm - self._mean[j])
-        num = odd = den = 0.0
+        num = error = den = 0.0
         for i in range(_LOAD_BINS):
             a = self._seen[i]
             b = self._seen[i + _LOAD_BINS]
             w = a if a < b else b
             if w > 0.0:
                 num += w * 0.5 * (self._mean[i] + self._mean[i + _LOAD_BINS])
-                odd += w * 0.5 * (self._mean[i] - self._mean[i + _LOAD_BINS])
+                d = self._mean[i] - self._mean[i + _LOAD_BINS]
+                error += w * 0.5 * (d if d >= 0.0 else -d)
                 den += w
         if den >= self.evidence_s:
             self.trusted = True
         if self.trusted and den > 0.0:
             load = num / den
             self.measured_nm = load
-            self.odd_nm = odd / den
+            self.level_error_nm = error / den
             self.load_nm = load if load > self.floor_nm or load < -self.floor_nm else 0.0
         return self.load_nm

@@ -373,7 +373,7 @@ def test_the_load_is_the_half_sum_of_the_two_directions_at_common_speeds():
     assert not est.trusted and est.load_nm == 0.0
     est.step(0.05 - 0.04, -0.05, -1, DT)
     assert est.trusted and est.load_nm == pytest.approx(0.05, rel=1e-9)
-    assert est.odd_nm == pytest.approx(0.04, rel=1e-9)  # the level error, its sign forward's
+    assert est.level_error_nm == pytest.approx(0.04, rel=1e-9)  # the friction's own error
     assert est.step(5.0, 0.05, 0, DT) == est.step(math.nan, 0.05, +1, DT) == \
         pytest.approx(0.05, rel=1e-9)
     # the load changes to 0.02 (the axis turned under an unbalance), measured backward: up to
@@ -387,6 +387,15 @@ def test_the_load_is_the_half_sum_of_the_two_directions_at_common_speeds():
     assert est.load_nm == pytest.approx(0.5 * (0.09 + mean), rel=1e-6)
     est.reset()
     assert not est.trusted and est.load_nm == 0.0
+    # errors of opposite sign at two speeds (the believed Fs high, Fc low) do not cancel: the
+    # level error is their magnitude, the load the half-sum as ever
+    for v, error in ((0.01, +0.03), (0.1, -0.03)):
+        for direction in (+1, -1):
+            for _ in range(300):
+                est.step(0.05 + direction * error, direction * v, direction, DT)
+    assert est.load_nm == pytest.approx(0.05, rel=1e-9)
+    assert est.level_error_nm == pytest.approx(0.03, rel=1e-9)
+    est.reset()
     # a floor: a measured load up to it is not taken as one (measured_nm still says it)
     est = LoadEstimate(time_constant_s=2.0, evidence_s=0.2, vs=0.01, floor_nm=0.02)
     for direction, friction in ((+1, 0.015 + 0.04), (-1, 0.015 - 0.04)):
