@@ -300,7 +300,7 @@ class LoadEstimate:
     apart; errors of opposite sign at different speeds (Fs high, Fc low) do not cancel."""
 
     __slots__ = ("time_constant_s", "evidence_s", "vs", "floor_nm", "load_nm", "trusted",
-                 "measured_nm", "level_error_nm", "sides", "_mean", "_seen")
+                 "measured_nm", "sides", "_mean", "_seen")
 
     def __init__(self, time_constant_s: float, evidence_s: float, vs: float,
                  floor_nm: float = 0.0) -> None:
@@ -313,7 +313,6 @@ class LoadEstimate:
     def reset(self) -> None:
         self.load_nm = 0.0  # [N·m]
         self.measured_nm = 0.0  # the half-sum, before the floor [N·m]
-        self.level_error_nm = 0.0  # the half-differences' weighted magnitude [N·m]
         self.trusted = False  # both directions measured at common speeds for evidence_s
         self.sides = 0  # the directions measured so far: bit 1 forward, bit 2 backward
         # per bin, forward then backward: the input's mean [N·m] and the in-bin time [s]
@@ -334,21 +333,36 @@ class LoadEstimate:
         self._seen[j] = seen
         tau = self.time_constant_s
         self._mean[j] += dt_s / (seen if seen < tau else tau) * (friction_nm - self._mean[j])
-        num = error = den = 0.0
+        num = den = 0.0
         for i in range(_LOAD_BINS):
             a = self._seen[i]
             b = self._seen[i + _LOAD_BINS]
             w = a if a < b else b
             if w > 0.0:
                 num += w * 0.5 * (self._mean[i] + self._mean[i + _LOAD_BINS])
-                d = self._mean[i] - self._mean[i + _LOAD_BINS]
-                error += w * 0.5 * (d if d >= 0.0 else -d)
                 den += w
         if den >= self.evidence_s:
             self.trusted = True
         if self.trusted and den > 0.0:
             load = num / den
             self.measured_nm = load
-            self.level_error_nm = error / den
             self.load_nm = load if load > self.floor_nm or load < -self.floor_nm else 0.0
         return self.load_nm
+
+    @property
+    def level_error_nm(self) -> float:
+        """The two directions' half-difference at the speeds both slid at, in magnitude bin by
+        bin, weighted as the load is (class docstring) [N·m]; 0 until trusted. Computed when
+        asked (read once, when the load becomes known), not on every tick."""
+        if not self.trusted:
+            return 0.0
+        error = den = 0.0
+        for i in range(_LOAD_BINS):
+            a = self._seen[i]
+            b = self._seen[i + _LOAD_BINS]
+            w = a if a < b else b
+            if w > 0.0:
+                d = self._mean[i] - self._mean[i + _LOAD_BINS]
+                error += w * 0.5 * (d if d >= 0.0 else -d)
+                den += w
+        return error / den if den > 0.0 else 0.0
